@@ -1,0 +1,119 @@
+"""Chunking with llama-index-core's node parsers: Markdown sections, then sentence-aware splits.
+
+Every chunk keeps its heading path and its character span in the version's body, so a citation
+can point at the exact text (``body[char_start:char_end] == chunk.text``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from llama_index.core import Document
+from llama_index.core.node_parser import MarkdownNodeParser, SentenceSplitter
+from llama_index.core.utils import get_tokenizer
+
+_HEADING = re.compile(r"\A(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    text: str
+    heading_path: tuple[str, ...]
+    char_start: int
+    char_end: int
+
+    def indexed_text(self, contextual: bool = True) -> str:
+        """What the lanes see: the heading path as context, then the chunk's own text."""
+        if not contextual or not self.heading_path:
+            return self.text
+        first_line = self.text.lstrip().split("\n", 1)[0].lstrip("#").strip()
+        path = list(self.heading_path)
+        if path and path[-1] == first_line:
+            path = path[:-1]  # the chunk already opens with its own heading
+        return (" > ".join(path) + "\n\n" + self.text) if path else self.text
+
+
+@dataclass
+class _Section:
+    start: int
+    end: int
+    heading_path: tuple[str, ...]
+
+
+class Chunker:
+    def __init__(self, chunk_size: int = 256, chunk_overlap: int = 32, min_section_tokens: int = 48) -> None:
+        self.chunk_size = chunk_size
+        self.min_section_tokens = min_section_tokens
+        self._markdown = MarkdownNodeParser(include_metadata=False, include_prev_next_rel=False)
+        self._splitter = SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+        self._tokenize = get_tokenizer()
+
+    def tokens(self, text: str) -> int:
+        return len(self._tokenize(text))
+
+    def _sections(self, body: str) -> list[_Section]:
+        nodes = self._markdown.get_nodes_from_documents([Document(text=body)])
+        sections: list[_Section] = []
+        stack: list[tuple[int, str]] = []
+        cursor = 0
+        for node in nodes:
+            text = node.get_content()
+            start = node.start_char_idx if node.start_char_idx is not None else body.find(text, cursor)
+            if start is None or start < 0:
+                continue
+            end = start + len(text)
+            cursor = end
+            heading = _HEADING.match(text)
+            if heading:
+                level = len(heading.group(1))
+                while stack and stack[-1][0] >= level:
+                    stack.pop()
+                stack.append((level, heading.group(2).strip()))
+            sections.append(_Section(start, end, tuple(title for _, title in stack)))
+        return sections
+
+    def _merged(self, body: str, sections: list[_Section]) -> list[_Section]:
+        """Fold small sections (a heading with little under it) into the section that follows."""
+        merged: list[_Section] = []
+        pending: _Section | None = None
+        for section in sections:
+            if pending is not None:
+                combined = _Section(pending.start, section.end, section.heading_path)
+                if self.tokens(body[combined.start:combined.end]) <= self.chunk_size:
+                    section = combined
+                else:
+                    merged.append(pending)
+                pending = None
+            if self.tokens(body[section.start:section.end]) < self.min_section_tokens:
+                pending = section
+            else:
+                merged.append(section)
+        if pending is not None:
+            if merged and self.tokens(body[merged[-1].start:pending.end]) <= self.chunk_size:
+                merged[-1] = _Section(merged[-1].start, pending.end, merged[-1].heading_path)
+            else:
+                merged.append(pending)
+        return merged
+
+    def chunk(self, body: str) -> list[ChunkSpec]:
+        chunks: list[ChunkSpec] = []
+        for section in self._merged(body, self._sections(body)):
+            text = body[section.start:section.end]
+            if not text.strip():
+                continue
+            if self.tokens(text) <= self.chunk_size:
+                chunks.append(ChunkSpec(text, section.heading_path, section.start, section.end))
+                continue
+            cursor = 0
+            for piece in self._splitter.split_text(text):
+                offset = text.find(piece, cursor)
+                if offset < 0:  # the splitter normalised whitespace: anchor on the piece's start
+                    offset = text.find(piece[:40], cursor)
+                if offset < 0:
+                    offset = cursor
+                end = min(len(text), offset + len(piece))
+                start, stop = section.start + offset, section.start + end
+                chunks.append(ChunkSpec(body[start:stop], section.heading_path, start, stop))
+                cursor = offset + 1
+        return chunks

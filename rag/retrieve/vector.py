@@ -1,0 +1,92 @@
+"""The vector lane: Chroma, embedded (PersistentClient) by default, a server (HttpClient) by URL.
+
+Chroma only ever sees our own vectors (no embedding function). Each vector carries its chunk's
+knowledge base and document in metadata, so a scope is a `where` filter applied inside the ANN
+search rather than after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Sequence
+from urllib.parse import urlparse
+
+import numpy as np
+
+from rag.errors import Unavailable
+from rag.retrieve.types import LaneHit, Scope
+from rag.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def collection_name(model: str, dim: int) -> str:
+    slug = re.sub(r"[^a-zA-Z0-9]+", "-", model).strip("-").lower()[:40]
+    return f"rag-chunks-{slug}-{dim}"
+
+
+def open_chroma_client(settings: Settings):
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    chroma_settings = ChromaSettings(anonymized_telemetry=False)
+    if settings.chroma_url:
+        url = urlparse(settings.chroma_url)
+        try:
+            return chromadb.HttpClient(
+                host=url.hostname or "127.0.0.1",
+                port=url.port or (443 if url.scheme == "https" else 8000),
+                ssl=url.scheme == "https",
+                settings=chroma_settings,
+            )
+        except Exception as exc:  # noqa: BLE001
+            log.exception("cannot reach the Chroma server")
+            raise Unavailable("the vector store (Chroma server) is unreachable") from exc
+    settings.chroma_path.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(settings.chroma_path), settings=chroma_settings)
+
+
+class ChromaVectorLane:
+    name = "vector"
+
+    def __init__(self, client, model: str, dim: int) -> None:
+        self.client = client
+        self.collection = client.get_or_create_collection(
+            collection_name(model, dim),
+            configuration={"hnsw": {"space": "cosine", "ef_construction": 200, "ef_search": 200}},
+            embedding_function=None,
+        )
+        self._max_batch = max(1, int(client.get_max_batch_size()))
+
+    def add(
+        self, chunk_ids: Sequence[int], vectors: np.ndarray, kb_ids: Sequence[str], node_ids: Sequence[str]
+    ) -> None:
+        for i in range(0, len(chunk_ids), self._max_batch):
+            sl = slice(i, i + self._max_batch)
+            self.collection.upsert(
+                ids=[str(c) for c in chunk_ids[sl]],
+                embeddings=vectors[sl],
+                metadatas=[{"kb_id": kb, "node_id": node} for kb, node in zip(kb_ids[sl], node_ids[sl])],
+            )
+
+    def delete(self, chunk_ids: Sequence[int]) -> None:
+        ids = [str(c) for c in chunk_ids]
+        for i in range(0, len(ids), self._max_batch):
+            self.collection.delete(ids=ids[i:i + self._max_batch])
+
+    def search(self, vector: np.ndarray, scope: Scope, k: int) -> list[LaneHit]:
+        if not scope.kb_ids or (scope.node_ids is not None and not scope.node_ids):
+            return []
+        clauses: list[dict] = [{"kb_id": {"$in": list(scope.kb_ids)}}]
+        if scope.node_ids is not None:
+            clauses.append({"node_id": {"$in": sorted(scope.node_ids)}})
+        where = clauses[0] if len(clauses) == 1 else {"$and": clauses}
+        result = self.collection.query(
+            query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=k, where=where, include=["distances"]
+        )
+        ids, distances = result["ids"][0], result["distances"][0]
+        return [LaneHit(int(i), 1.0 - float(d)) for i, d in zip(ids, distances)]
+
+    def count(self) -> int:
+        return int(self.collection.count())

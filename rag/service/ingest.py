@@ -1,0 +1,285 @@
+"""Ingestion: bring a directory tree (or a corpus of records) into a knowledge base, then publish.
+
+Run again, it changes only what changed: each file is compared with the hash of what it last
+ingested. It touches only documents it created itself (origin `ingest`, same root): documents
+written through the API or MCP are never deleted or overwritten, and an edit made to an ingested
+document survives until its file changes (the file's content then becomes a new version, and the
+edit stays in the history).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from sqlalchemy import select
+
+from rag.errors import InvalidArgument
+from rag.ingest.parse import SUPPORTED_SUFFIXES, ParsedDocument, humanize, parse_file_text, parse_record
+from rag.service.principal import Principal
+from rag.store.models import (
+    DOCUMENT,
+    DRAFT,
+    FOLDER,
+    ORIGIN_INGEST,
+    PUBLISHED,
+    PUBLISHING,
+    DocumentVersion,
+    KnowledgeBase,
+    Node,
+)
+
+log = logging.getLogger(__name__)
+
+# (stage, done, total): stages are "reading" (files) and "indexing" (chunks).
+IngestProgress = Callable[[str, int, int], None]
+
+
+@dataclass
+class IngestReport:
+    knowledge_base: str
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    chunks: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "knowledge_base": self.knowledge_base,
+            "added": len(self.added),
+            "updated": len(self.updated),
+            "unchanged": len(self.unchanged),
+            "removed": len(self.removed),
+            "failed": len(self.failed),
+            "skipped": len(self.skipped),
+            "chunks": self.chunks,
+            "seconds": round(self.seconds, 2),
+        }
+
+
+@dataclass
+class _Item:
+    source_id: str
+    label: str  # the path or record id, as reported and used in the source label
+    folders: tuple[str, ...]
+    parsed: ParsedDocument
+    raw_hash: str
+    name_hint: str
+
+
+def _noop(stage: str, done: int, total: int) -> None:
+    return None
+
+
+class _Sync:
+    provider = "fs"
+
+    def __init__(self, service, principal: Principal) -> None:
+        self.service = service
+        self.principal = principal
+
+    def apply(
+        self, kb: KnowledgeBase, root_key: str, items: list[_Item], report: IngestReport, progress: IngestProgress
+    ) -> None:
+        from rag.service.core import content_hash, name_key
+
+        service = self.service
+        to_publish: list[int] = []
+        with service.db.session() as session:
+            existing = {
+                node.source_id: node
+                for node in session.scalars(
+                    select(Node).where(Node.kb_id == kb.id, Node.origin == ORIGIN_INGEST, Node.kind == DOCUMENT)
+                )
+            }
+            folder_cache: dict[tuple[str, ...], str] = {(): kb.root_id}
+            for item in items:
+                node = existing.get(item.source_id)
+                if node is None:
+                    node = session.scalar(select(Node).where(Node.source_id == item.source_id))
+                body_hash = content_hash(item.parsed.body)
+                if node is None:
+                    parent_id = self._folder(session, kb, item.folders, folder_cache)
+                    name = service.unique_name(session, parent_id, item.parsed.title, hint=item.name_hint)
+                    node = Node(
+                        workspace_id=kb.workspace_id, kb_id=kb.id, parent_id=parent_id, kind=DOCUMENT, name=name,
+                        name_key=name_key(name), meta=item.parsed.metadata or None, source_id=item.source_id,
+                        source_label=f"{self.provider}:{item.label}", origin=ORIGIN_INGEST, ingest_root=root_key,
+                        ingest_hash=item.raw_hash,
+                    )
+                    session.add(node)
+                    session.flush()
+                    version = DocumentVersion(
+                        node_id=node.id, number=1, status=PUBLISHING, body=item.parsed.body,
+                        content_hash=body_hash, origin=ORIGIN_INGEST,
+                    )
+                    session.add(version)
+                    session.flush()
+                    to_publish.append(version.id)
+                    report.added.append(item.label)
+                    continue
+                node.ingest_root = root_key
+                versions = list(
+                    session.scalars(select(DocumentVersion).where(DocumentVersion.node_id == node.id).order_by(DocumentVersion.number))
+                )
+                live = any(v.status in (PUBLISHED, PUBLISHING) for v in versions)
+                if node.ingest_hash == item.raw_hash and live:
+                    report.unchanged.append(item.label)
+                    continue
+                newest = versions[-1] if versions else None
+                if newest is not None and newest.status == DRAFT and newest.content_hash == body_hash:
+                    newest.status = PUBLISHING  # an earlier publish of this content failed: try again
+                    version = newest
+                else:
+                    version = DocumentVersion(
+                        node_id=node.id, number=(newest.number + 1) if newest else 1, status=PUBLISHING,
+                        body=item.parsed.body, content_hash=body_hash, origin=ORIGIN_INGEST,
+                    )
+                    session.add(version)
+                    session.flush()
+                node.ingest_hash = item.raw_hash
+                node.meta = item.parsed.metadata or None
+                to_publish.append(version.id)
+                report.updated.append(item.label)
+            seen = {item.source_id for item in items}
+            gone = [
+                node for sid, node in existing.items() if sid not in seen and node.ingest_root == root_key
+            ]
+            removed_ids = [node.id for node in gone]
+            report.removed.extend(node.source_label.split(":", 1)[-1] for node in gone)
+        service._delete_nodes(removed_ids)
+        report.chunks = service.publish_pending(to_publish, lambda done, total: progress("indexing", done, total))
+
+    def _folder(self, session, kb: KnowledgeBase, parts: tuple[str, ...], cache: dict) -> str:
+        from rag.service.core import name_key
+
+        if parts in cache:
+            return cache[parts]
+        parent_id = self._folder(session, kb, parts[:-1], cache)
+        name = parts[-1]
+        folder = session.scalar(select(Node).where(Node.parent_id == parent_id, Node.name_key == name_key(name)))
+        if folder is None or folder.kind != FOLDER:
+            if folder is not None:  # a document already has this name: keep both, visibly
+                name = self.service.unique_name(session, parent_id, name, hint="folder")
+            folder = Node(
+                workspace_id=kb.workspace_id, kb_id=kb.id, parent_id=parent_id, kind=FOLDER, name=name,
+                name_key=name_key(name), source_label=f"{self.provider}:{'/'.join(parts)}", origin=ORIGIN_INGEST,
+            )
+            session.add(folder)
+            session.flush()
+        cache[parts] = folder.id
+        return folder.id
+
+
+class DirectoryIngest(_Sync):
+    """`rag ingest PATH`: directories become folders, Markdown and text files become documents."""
+
+    def run(self, path: str | os.PathLike, kb_name: str, progress: IngestProgress | None = None) -> IngestReport:
+        from rag.service.core import content_hash
+
+        progress = progress or _noop
+        started = time.perf_counter()
+        root = Path(path).expanduser()
+        if not root.exists():
+            raise InvalidArgument(f"{path}: no such directory")
+        if not root.is_dir():
+            raise InvalidArgument(f"{path}: not a directory (rag ingest imports a directory tree)")
+        root = root.resolve()
+        self.service._require_write(self.principal)
+        kb = self.service.knowledge_base(self.principal, kb_name, create=True)
+        report = IngestReport(knowledge_base=kb.name)
+        files = self._discover(root, report)
+        items: list[_Item] = []
+        for i, file in enumerate(files, start=1):
+            rel = file.relative_to(root).as_posix()
+            try:
+                data = file.read_bytes()
+                if b"\x00" in data[:8192]:
+                    raise ValueError("a binary file, not text")
+                try:
+                    text = data.decode("utf-8-sig")
+                except UnicodeDecodeError as exc:
+                    raise ValueError(f"not UTF-8 text (invalid byte at offset {exc.start})") from None
+                parsed = parse_file_text(text, file.suffix, humanize(file.stem))
+            except (OSError, ValueError) as exc:
+                message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                report.failed.append((rel, message))
+            else:
+                report.warnings.extend((rel, w) for w in parsed.warnings)
+                items.append(
+                    _Item(
+                        source_id=f"fs:{kb.workspace_id}:{kb.name}:{rel}", label=rel,
+                        folders=tuple(Path(rel).parent.parts), parsed=parsed, raw_hash=content_hash(data),
+                        name_hint=file.name,
+                    )
+                )
+            progress("reading", i, len(files))
+        self.apply(kb, str(root), items, report, progress)
+        report.seconds = time.perf_counter() - started
+        self.service.record(self.principal, "ingest", kb.name, "ok" if not report.failed else "partial", report.summary())
+        return report
+
+    @staticmethod
+    def _discover(root: Path, report: IngestReport) -> list[Path]:
+        found: list[Path] = []
+
+        def on_error(exc: OSError) -> None:
+            rel = Path(exc.filename).relative_to(root).as_posix() if exc.filename else "?"
+            report.failed.append((rel, exc.strerror or "cannot be read"))
+
+        for dirpath, dirnames, filenames in os.walk(root, onerror=on_error):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for filename in sorted(filenames):
+                if filename.startswith("."):
+                    continue
+                file = Path(dirpath) / filename
+                if file.suffix.lower() in SUPPORTED_SUFFIXES:
+                    found.append(file)
+                else:
+                    report.skipped.append((file.relative_to(root).as_posix(), "not a Markdown or text file"))
+        return found
+
+
+class RecordIngest(_Sync):
+    """A corpus of records (`{"_id", "title"?, "text"}`): each becomes one document in the knowledge
+    base's root, whose source_id ends with `:` and the record's `_id`."""
+
+    def run(
+        self, records: Iterable[dict], kb_name: str, provider: str = "corpus", progress: IngestProgress | None = None
+    ) -> IngestReport:
+        from rag.service.core import content_hash
+
+        self.provider = provider
+        progress = progress or _noop
+        started = time.perf_counter()
+        self.service._require_write(self.principal)
+        kb = self.service.knowledge_base(self.principal, kb_name, create=True)
+        report = IngestReport(knowledge_base=kb.name)
+        items: list[_Item] = []
+        for record in records:
+            record_id = str(record.get("_id", "")).strip()
+            text = record.get("text")
+            if not record_id or not isinstance(text, str):
+                report.failed.append((record_id or "?", "a record needs an `_id` and a `text` string"))
+                continue
+            title = record.get("title") if isinstance(record.get("title"), str) else None
+            parsed = parse_record(title, text, record_id)
+            items.append(
+                _Item(
+                    source_id=f"{provider}:{kb.workspace_id}:{kb.name}:{record_id}", label=record_id, folders=(),
+                    parsed=parsed, raw_hash=content_hash(parsed.body), name_hint=record_id,
+                )
+            )
+        self.apply(kb, f"{provider}:records", items, report, progress)
+        report.seconds = time.perf_counter() - started
+        self.service.record(self.principal, "ingest_records", kb.name, "ok", report.summary())
+        return report

@@ -1,0 +1,216 @@
+"""Publishing: chunk, embed and index versions, then make them the searchable ones.
+
+The order is what keeps search whole: a version's chunks are written to both lanes while it is
+`publishing` (invisible to search), and only then, in one transaction, does it become `published`
+and the previous published version `archived`. An error on the way cleans up and puts the version
+back in draft; a crash leaves it `publishing`, and `resume()` finishes it on the next start. The
+previous version stays searchable throughout.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+from sqlalchemy import insert, select, update
+
+from rag.ingest.chunk import Chunker
+from rag.models.embed import Embedder
+from rag.retrieve.keyword import SqliteKeywordLane
+from rag.retrieve.vector import ChromaVectorLane
+from rag.store.db import Database
+from rag.store.models import (
+    ARCHIVED,
+    DRAFT,
+    PUBLISHED,
+    PUBLISHING,
+    Chunk,
+    DocumentVersion,
+    Node,
+    utcnow,
+)
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]  # (chunks done, chunks in all)
+
+
+@dataclass
+class _Pending:
+    version_id: int
+    node_id: str
+    kb_id: str
+    specs: list
+    texts: list[str]
+
+
+class Publisher:
+    def __init__(
+        self,
+        db: Database,
+        chunker: Chunker,
+        embedder: Callable[[], Embedder],
+        vector: Callable[[], ChromaVectorLane],
+        keyword: SqliteKeywordLane,
+        contextual_headings: bool = True,
+        batch_chunks: int = 512,
+    ) -> None:
+        self.db = db
+        self.chunker = chunker
+        self._embedder = embedder
+        self._vector = vector
+        self.keyword = keyword
+        self.contextual = contextual_headings
+        self.batch_chunks = batch_chunks
+
+    def publish(self, version_ids: Sequence[int], progress: Progress | None = None) -> int:
+        """Index and publish versions that are already marked `publishing`. Returns chunks indexed."""
+        version_ids = list(version_ids)
+        if not version_ids:
+            return 0
+        pending = self._prepare(version_ids)
+        total = sum(len(p.texts) for p in pending)
+        done = 0
+        if progress:
+            progress(0, total)
+        # Groups of versions of about batch_chunks chunks: embedding batches stay large, and an
+        # interruption leaves the earlier groups published.
+        group: list[_Pending] = []
+        for item in pending:
+            group.append(item)
+            if sum(len(p.texts) for p in group) >= self.batch_chunks:
+                done += self._publish_group(group)
+                group = []
+                if progress:
+                    progress(done, total)
+        if group:
+            done += self._publish_group(group)
+            if progress:
+                progress(done, total)
+        return done
+
+    def _prepare(self, version_ids: list[int]) -> list[_Pending]:
+        self._drop_chunks_of(version_ids)  # leftovers of an interrupted attempt
+        with self.db.session() as session:
+            rows = session.execute(
+                select(DocumentVersion.id, DocumentVersion.body, Node.id, Node.kb_id)
+                .join(Node, Node.id == DocumentVersion.node_id)
+                .where(DocumentVersion.id.in_(version_ids), DocumentVersion.status == PUBLISHING)
+            ).all()
+        pending = []
+        for version_id, body, node_id, kb_id in rows:
+            specs = self.chunker.chunk(body)
+            pending.append(
+                _Pending(version_id, node_id, kb_id, specs, [s.indexed_text(self.contextual) for s in specs])
+            )
+        return pending
+
+    def _publish_group(self, group: list[_Pending]) -> int:
+        texts = [t for p in group for t in p.texts]
+        written: list[int] = []
+        try:
+            vectors = self._embedder().embed(texts) if texts else np.zeros((0, 1), dtype=np.float32)
+            with self.db.session() as session:
+                rows = [
+                    {
+                        "version_id": p.version_id,
+                        "node_id": p.node_id,
+                        "kb_id": p.kb_id,
+                        "ordinal": i,
+                        "text": spec.text,
+                        "heading_path": list(spec.heading_path),
+                        "char_start": spec.char_start,
+                        "char_end": spec.char_end,
+                    }
+                    for p in group
+                    for i, spec in enumerate(p.specs)
+                ]
+                ids = list(
+                    session.scalars(insert(Chunk).returning(Chunk.id, sort_by_parameter_order=True), rows)
+                ) if rows else []
+                self.keyword.add(session, list(zip(ids, texts)))
+                if ids:
+                    self._vector().add(ids, vectors, [r["kb_id"] for r in rows], [r["node_id"] for r in rows])
+                    written = ids
+            self._flip([p.version_id for p in group])
+        except BaseException:
+            log.exception("publishing failed; the versions go back to draft")
+            if written:
+                self._safe_vector_delete(written)
+            self._drop_chunks_of([p.version_id for p in group])
+            with self.db.session() as session:
+                session.execute(
+                    update(DocumentVersion)
+                    .where(DocumentVersion.id.in_([p.version_id for p in group]), DocumentVersion.status == PUBLISHING)
+                    .values(status=DRAFT)
+                )
+            raise
+        return len(texts)
+
+    def _flip(self, version_ids: list[int]) -> None:
+        """In one transaction: the new versions become published, their predecessors archived."""
+        now = utcnow()
+        with self.db.session() as session:
+            versions = session.scalars(
+                select(DocumentVersion).where(DocumentVersion.id.in_(version_ids)).with_for_update()
+            ).all()
+            node_ids = {v.node_id for v in versions}
+            previous = session.scalars(
+                select(DocumentVersion).where(
+                    DocumentVersion.node_id.in_(node_ids),
+                    DocumentVersion.status == PUBLISHED,
+                    DocumentVersion.id.not_in(version_ids),
+                )
+            ).all()
+            for old in previous:
+                old.status, old.archived_at = ARCHIVED, now
+            for version in versions:
+                version.status, version.published_at = PUBLISHED, now
+            archived = [old.id for old in previous]
+        self._drop_chunks_of(archived)
+
+    def _drop_chunks_of(self, version_ids: Sequence[int]) -> None:
+        if not version_ids:
+            return
+        with self.db.session() as session:
+            ids = list(session.scalars(select(Chunk.id).where(Chunk.version_id.in_(list(version_ids)))))
+            if not ids:
+                return
+            self.keyword.delete(session, ids)
+            session.query(Chunk).filter(Chunk.version_id.in_(list(version_ids))).delete(synchronize_session=False)
+        self._safe_vector_delete(ids)
+
+    def drop_chunks_of_nodes(self, node_ids: Sequence[str]) -> None:
+        with self.db.session() as session:
+            version_ids = list(
+                session.scalars(select(DocumentVersion.id).where(DocumentVersion.node_id.in_(list(node_ids))))
+            )
+        self._drop_chunks_of(version_ids)
+
+    def _safe_vector_delete(self, ids: list[int]) -> None:
+        try:
+            self._vector().delete(ids)
+        except Exception:  # noqa: BLE001 - orphan vectors are filtered out by status and swept later
+            log.exception("could not delete %d vectors; they stay invisible and are swept later", len(ids))
+
+    def resume(self) -> int:
+        """Finish publishes a crash interrupted, and sweep chunks left behind by archived versions."""
+        with self.db.session() as session:
+            interrupted = list(
+                session.scalars(select(DocumentVersion.id).where(DocumentVersion.status == PUBLISHING))
+            )
+            stale = list(
+                session.scalars(
+                    select(Chunk.version_id)
+                    .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
+                    .where(DocumentVersion.status.in_([ARCHIVED, DRAFT]))
+                    .distinct()
+                )
+            )
+        self._drop_chunks_of(stale)
+        if interrupted:
+            log.warning("resuming %d interrupted publish(es)", len(interrupted))
+            self.publish(interrupted)
+        return len(interrupted)

@@ -1,0 +1,95 @@
+"""The one place that reads configuration: environment variables with the prefix ``RAG_``.
+
+Flat names for what a deployment sets (``RAG_HOME``, ``RAG_DATABASE_URL``, ``RAG_CHROMA_URL``,
+``RAG_LLM_MODEL``, ``RAG_EMBED_MODEL``); nested models for tuning, set with a double underscore
+(``RAG_INDEX__CHUNK_SIZE=300``, ``RAG_RETRIEVE__VECTOR_WEIGHT=1.2``).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+import platformdirs
+from pydantic import BaseModel, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LOCAL_EMBED_MODEL = "local:all-MiniLM-L6-v2"
+
+
+class IndexSettings(BaseModel):
+    """How documents become chunks and vectors."""
+
+    chunk_size: int = Field(256, ge=32, le=8192, description="Target chunk size in tokens.")
+    chunk_overlap: int = Field(32, ge=0, le=1024, description="Token overlap between chunks of one section.")
+    embed_batch_size: int = Field(64, ge=1, le=4096)
+    contextual_headings: bool = Field(
+        True, description="Prefix each chunk's indexed text with its heading path (the excerpt is unchanged)."
+    )
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "IndexSettings":
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError("index.chunk_overlap must be smaller than index.chunk_size")
+        return self
+
+
+class RetrieveSettings(BaseModel):
+    """The retriever stage: lanes and reciprocal rank fusion."""
+
+    rrf_k: int = Field(60, ge=1)
+    # Lane weights sum to 2, so first place in both lanes still scores 1/61 + 1/61.
+    # Tuned on SciFact's train queries (evals/tune_fusion.py); see docs/benchmarks.md.
+    vector_weight: float = Field(1.0, ge=0.0, le=2.0)
+    candidates: int = Field(100, ge=1, le=1000, description="Hits each lane contributes to fusion.")
+    excerpt_chars: int = Field(2000, ge=100)
+
+    @property
+    def text_weight(self) -> float:
+        return 2.0 - self.vector_weight
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="RAG_", env_nested_delimiter="__", extra="ignore", validate_default=True
+    )
+
+    home: Path = Field(
+        default_factory=lambda: Path(platformdirs.user_data_dir("rag", appauthor=False)),
+        description="Directory that holds all state of the embedded default.",
+    )
+    database_url: str | None = Field(None, description="SQLAlchemy URL; default: a SQLite file in home.")
+    chroma_url: str | None = Field(None, description="Chroma server URL; default: embedded Chroma in home.")
+    embed_model: str = Field(
+        LOCAL_EMBED_MODEL,
+        description="'local:all-MiniLM-L6-v2' (offline, packaged) or any litellm embedding model name.",
+    )
+    embed_cache: Path | None = Field(
+        None, description="SQLite file caching embeddings by model and text; default: home/embeddings.sqlite."
+    )
+    llm_model: str | None = Field(None, description="litellm model name for synthesis; none: extractive.")
+    default_workspace: str = "default"
+    default_kb: str = "default"
+    index: IndexSettings = Field(default_factory=IndexSettings)
+    retrieve: RetrieveSettings = Field(default_factory=RetrieveSettings)
+
+    @cached_property
+    def sqlalchemy_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.home / 'rag.db'}"
+
+    @property
+    def embedded(self) -> bool:
+        """True when some engine lives inside this process (SQLite file or embedded Chroma)."""
+        return self.sqlalchemy_url.startswith("sqlite") or not self.chroma_url
+
+    @property
+    def chroma_path(self) -> Path:
+        return self.home / "chroma"
+
+    @property
+    def embed_cache_path(self) -> Path:
+        return self.embed_cache or self.home / "embeddings.sqlite"
+
+
+def get_settings(**overrides: object) -> Settings:
+    return Settings(**overrides)  # type: ignore[arg-type]

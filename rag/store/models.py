@@ -1,0 +1,158 @@
+"""The knowledge store's tables (SQLAlchemy 2.x). SQLite by default, PostgreSQL by URL.
+
+Workspace -> knowledge bases -> a tree of nodes (folders and documents). A document has 1-based
+versions (draft, publishing, published, archived); a chunk belongs to one version and is what
+the lanes index and what a citation points to.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+FOLDER = "folder"
+DOCUMENT = "document"
+
+DRAFT = "draft"
+PUBLISHING = "publishing"
+PUBLISHED = "published"
+ARCHIVED = "archived"
+VERSION_STATUSES = (DRAFT, PUBLISHING, PUBLISHED, ARCHIVED)
+
+ORIGIN_INGEST = "ingest"
+ORIGIN_API = "api"
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON}
+
+
+class Workspace(Base):
+    __tablename__ = "workspaces"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class KnowledgeBase(Base):
+    __tablename__ = "knowledge_bases"
+    __table_args__ = (UniqueConstraint("workspace_id", "name_key", name="uq_kb_name"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("kb"))
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    name_key: Mapped[str] = mapped_column(String(200))
+    root_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Node(Base):
+    """A folder or a document. Name, summary and metadata are never indexed."""
+
+    __tablename__ = "nodes"
+    __table_args__ = (
+        UniqueConstraint("parent_id", "name_key", name="uq_sibling_name"),
+        Index("ix_nodes_kb_kind", "kb_id", "kind"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("n"))
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id", ondelete="CASCADE"), index=True)
+    kb_id: Mapped[str] = mapped_column(ForeignKey("knowledge_bases.id", ondelete="CASCADE"))
+    parent_id: Mapped[str | None] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(500))
+    name_key: Mapped[str] = mapped_column(String(500))
+    summary: Mapped[str | None] = mapped_column(Text, nullable=True)
+    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON, nullable=True)
+    # Documents only: the knowledge id (provider:org:resource:item) and its label in words.
+    source_id: Mapped[str | None] = mapped_column(String(1000), unique=True, nullable=True)
+    source_label: Mapped[str | None] = mapped_column(String(1000), nullable=True)
+    origin: Mapped[str] = mapped_column(String(16), default=ORIGIN_API)
+    # Ingested documents: the root directory they came from and the hash of the file last ingested.
+    ingest_root: Mapped[str | None] = mapped_column(String(2000), nullable=True, index=True)
+    ingest_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    citation_count: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+    versions: Mapped[list["DocumentVersion"]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", passive_deletes=True, order_by="DocumentVersion.number"
+    )
+
+
+class DocumentVersion(Base):
+    __tablename__ = "document_versions"
+    __table_args__ = (
+        UniqueConstraint("node_id", "number", name="uq_version_number"),
+        Index("ix_versions_status", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default=DRAFT)
+    body: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    origin: Mapped[str] = mapped_column(String(16), default=ORIGIN_API)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    archived_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    node: Mapped[Node] = relationship(back_populates="versions")
+
+
+class Chunk(Base):
+    """A piece of one document version's body; the unit both lanes index and citations point to."""
+
+    __tablename__ = "chunks"
+    __table_args__ = (Index("ix_chunks_version", "version_id"), Index("ix_chunks_node", "node_id"))
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("document_versions.id", ondelete="CASCADE"))
+    node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+    kb_id: Mapped[str] = mapped_column(String(40), index=True)
+    ordinal: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    heading_path: Mapped[list[str]] = mapped_column(JSON, default=list)
+    char_start: Mapped[int] = mapped_column(Integer)
+    char_end: Mapped[int] = mapped_column(Integer)
+
+
+class Activity(Base):
+    """Who did what, when, and how it ended. Never secrets, never document bodies."""
+
+    __tablename__ = "activity"
+    __table_args__ = (Index("ix_activity_ws_time", "workspace_id", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    workspace_id: Mapped[str] = mapped_column(String(64))
+    actor: Mapped[str] = mapped_column(String(200))
+    action: Mapped[str] = mapped_column(String(100))
+    target: Mapped[str | None] = mapped_column(String(1000), nullable=True)
+    outcome: Mapped[str] = mapped_column(String(32))
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
