@@ -15,6 +15,8 @@ for _name, _value in {
     "TRANSFORMERS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "ANONYMIZED_TELEMETRY": "False",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
 }.items():
     os.environ.setdefault(_name, _value)
 

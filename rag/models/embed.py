@@ -48,7 +48,9 @@ class LocalEmbedder:
 
     @property
     def dim(self) -> int:
-        return int(self.model.get_sentence_embedding_dimension())
+        model = self.model
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(getter())
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -167,11 +169,23 @@ class CachedEmbedder:
         return self.inner.embed_query(text)
 
 
+_local_models: dict[int, LocalEmbedder] = {}
+_local_lock = threading.Lock()
+
+
+def local_embedder(batch_size: int) -> LocalEmbedder:
+    """One loaded model per process: it is stateless, and loading it takes seconds."""
+    with _local_lock:
+        if batch_size not in _local_models:
+            _local_models[batch_size] = LocalEmbedder(batch_size=batch_size)
+        return _local_models[batch_size]
+
+
 def build_embedder(settings: Settings) -> Embedder:
     batch = settings.index.embed_batch_size
     inner: Embedder
     if settings.embed_model == LOCAL_EMBED_MODEL:
-        inner = LocalEmbedder(batch_size=batch)
+        inner = local_embedder(batch)
     else:
         inner = LiteLLMEmbedder(settings.embed_model, batch_size=batch)
     return CachedEmbedder(inner, settings.embed_cache_path)

@@ -45,6 +45,17 @@ MAX_QUERY_CHARS = 4000
 MAX_NAME_CHARS = 255
 
 
+def clamp_limit(value: object, default: int = 10, low: int = 1, high: int = 25) -> int:
+    """search_knowledge's rule: out of range is clamped, a non-numeric value falls back to the default."""
+    if isinstance(value, bool):
+        return default
+    try:
+        number = int(float(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return max(low, min(high, number))
+
+
 def content_hash(data: bytes | str) -> str:
     return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
 

@@ -1,0 +1,142 @@
+"""The `rag` command: ingest, search, eval. The local CLI is the administrator of its RAG_HOME."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rag.errors import InvalidArgument, NotFound, RagError, StoreLocked
+from rag.logs import configure
+from rag.settings import Settings
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="A knowledge base that answers with citations.")
+out = Console()
+err = Console(stderr=True)
+log = logging.getLogger("rag.cli")
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except Exception as exc:  # noqa: BLE001 - a configuration error is the user's to fix
+        err.print(f"[red]error:[/red] invalid configuration: {exc}")
+        raise typer.Exit(2) from None
+
+
+@contextmanager
+def service(writer: bool) -> Iterator["KnowledgeService"]:  # noqa: F821
+    """Open the service; map errors once: a clear message and an exit code, tracebacks to the log."""
+    from rag.service import KnowledgeService
+
+    settings = _settings()
+    log_path = configure(settings.home)
+    try:
+        with KnowledgeService(settings, writer=writer) as svc:
+            yield svc
+    except typer.Exit:
+        raise
+    except RagError as exc:
+        err.print(f"[red]error:[/red] {exc.message}")
+        raise typer.Exit(3 if isinstance(exc, StoreLocked) else 2 if isinstance(exc, (InvalidArgument, NotFound)) else 1)
+    except KeyboardInterrupt:
+        err.print("interrupted; anything half-published is resumed on the next start")
+        raise typer.Exit(130)
+    except Exception:
+        log.exception("unexpected error")
+        err.print(f"[red]error:[/red] an unexpected error stopped the command; details are in {log_path}")
+        raise typer.Exit(1)
+
+
+def _principal(svc, workspace: str):
+    from rag.service import Principal
+
+    svc.ensure_workspace(workspace)
+    return Principal.local_admin(workspace)
+
+
+@app.command()
+def ingest(
+    path: Path = typer.Argument(..., help="Directory of Markdown and text files to import."),
+    workspace: str = typer.Option("default", "--workspace", "-w"),
+    kb: str = typer.Option("default", "--kb", help="Knowledge base to import into (made if missing)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Import a directory tree as folders and documents, and publish them. Run again, it changes only what changed."""
+    with service(writer=True) as svc:
+        principal = _principal(svc, workspace)
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=err, transient=json_out, disable=not err.is_terminal and json_out,
+        ) as bar:
+            tasks: dict[str, int] = {}
+
+            def progress(stage: str, done: int, total: int) -> None:
+                if stage not in tasks:
+                    label = "reading files" if stage == "reading" else "indexing chunks"
+                    tasks[stage] = bar.add_task(label, total=total)
+                bar.update(tasks[stage], completed=done, total=total)
+
+            report = svc.ingest_directory(principal, path, kb, progress)
+    if json_out:
+        payload = report.summary() | {"failures": [{"path": p, "error": m} for p, m in report.failed]}
+        out.print_json(json.dumps(payload))
+    else:
+        table = Table(title=f"Ingested {path} into {report.knowledge_base!r}")
+        for column in ("added", "updated", "unchanged", "removed", "failed", "skipped", "chunks", "seconds"):
+            table.add_column(column, justify="right")
+        s = report.summary()
+        table.add_row(*(str(s[c]) for c in ("added", "updated", "unchanged", "removed", "failed", "skipped", "chunks", "seconds")))
+        out.print(table)
+        for rel, message in report.warnings:
+            err.print(f"[yellow]warning:[/yellow] {rel}: {message}")
+        for rel, message in report.failed:
+            err.print(f"[red]failed:[/red] {rel}: {message}")
+    if report.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def search(
+    query: str = typer.Argument(..., help="What to look for."),
+    limit: str = typer.Option("10", "--limit", "-n", help="Maximum results, 1 to 25 (clamped)."),
+    kb: Optional[str] = typer.Option(None, "--kb", help="Search one knowledge base (default: all of them)."),
+    workspace: str = typer.Option("default", "--workspace", "-w"),
+    json_out: bool = typer.Option(False, "--json", help="Print the JSON result."),
+) -> None:
+    """Hybrid (vector + full-text) search over the published documents."""
+    from rag.render import search_response
+    from rag.service.core import clamp_limit
+
+    with service(writer=False) as svc:
+        principal = _principal(svc, workspace)
+        result = svc.search(principal, query, clamp_limit(limit), kb_name=kb)
+        payload, text = search_response(query, result.hits, svc.settings.retrieve.excerpt_chars)
+    if json_out:
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
+    else:
+        sys.stdout.write(text + "\n")
+
+
+try:  # the evaluation commands live with the harness in evals/
+    from rag.cli_eval import eval_app
+
+    app.add_typer(eval_app, name="eval", help="Offline evaluation runs.")
+except ImportError:  # pragma: no cover - an install without the harness
+    pass
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("RAG_SHARED_DIR", REPO.parent / "shared"))
+HANDBOOK = SHARED / "datasets" / "handbook_18f" / "pages"
+
+# Fixture texts are embedded once and shared by every test run (and by CI's runs on one machine).
+os.environ.setdefault("RAG_EMBED_CACHE", str(REPO / ".cache" / "embeddings.sqlite"))
+for name in [n for n in os.environ if n.startswith("RAG_") and n not in ("RAG_EMBED_CACHE", "RAG_SHARED_DIR")]:
+    del os.environ[name]  # a developer's own configuration must not leak into the tests
+
+import rag  # noqa: E402,F401  (process defaults before numpy/torch load)
+from rag.service import KnowledgeService, Principal  # noqa: E402
+from rag.settings import Settings  # noqa: E402
+
+SMALL_SET = [
+    "travel-and-leave/leave.md",
+    "travel-and-leave/travel-and-leave-policies/travel-guide-faq.md",
+    "tools/slack/getting-started.md",
+    "tools/teams.md",
+    "general-information-and-resources/collaboration-tools.md",
+]
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(home=tmp_path / "home")
+
+
+@pytest.fixture
+def svc(settings: Settings):
+    with KnowledgeService(settings) as service:
+        yield service
+
+
+@pytest.fixture
+def admin(svc: KnowledgeService) -> Principal:
+    svc.ensure_workspace("default")
+    return Principal.local_admin("default")
+
+
+@pytest.fixture
+def small_tree(tmp_path: Path) -> Path:
+    """A few real handbook pages, copied into a scratch directory the test may edit."""
+    root = tmp_path / "pages"
+    for rel in SMALL_SET:
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(HANDBOOK / rel, target)
+    return root
+
+
+@pytest.fixture(scope="session")
+def handbook_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """The whole 18F handbook ingested once per session (the embeddings come from the shared cache)."""
+    settings = Settings(home=tmp_path_factory.mktemp("handbook") / "home")
+    with KnowledgeService(settings) as service:
+        service.ensure_workspace("default")
+        report = service.ingest_directory(Principal.local_admin("default"), HANDBOOK)
+        assert not report.failed and len(report.added) == 246
+    return settings
+
+
+@pytest.fixture(scope="session")
+def handbook(handbook_settings: Settings):
+    with KnowledgeService(handbook_settings, writer=False) as service:
+        yield service

@@ -1,0 +1,101 @@
+"""Only the published version is searchable; publishing never leaves a half-indexed document."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from rag.errors import InvalidArgument, NotFound
+from rag.service import KnowledgeService
+from rag.store.models import ARCHIVED, DRAFT, PUBLISHED, PUBLISHING, Chunk, DocumentVersion
+
+V1 = "# Expense policy\n\nMeals are reimbursed up to the platypus allowance of 40 dollars.\n"
+V2 = "# Expense policy\n\nMeals are reimbursed up to the echidna allowance of 55 dollars.\n"
+
+
+def titles(svc, admin, query: str) -> list[tuple[str, int]]:
+    return [(h.title, h.version) for h in svc.search(admin, query, 5).hits]
+
+
+@pytest.fixture
+def doc(svc, admin):
+    kb = svc.knowledge_base(admin, "default")
+    node, version = svc.create_document(admin, kb.root_id, "Expense policy", V1)
+    assert version.number == 1 and version.status == DRAFT
+    return node
+
+
+def test_drafts_are_not_searchable_until_published(svc, admin, doc):
+    assert titles(svc, admin, "platypus allowance") == []
+    with pytest.raises(NotFound):
+        svc.get_document(admin, doc.id)
+    published = svc.publish_version(admin, doc.id, 1)
+    assert published.status == PUBLISHED
+    assert titles(svc, admin, "platypus allowance")[0] == ("Expense policy", 1)
+
+
+def test_publishing_again_is_a_noop_and_archived_versions_cannot_be_published(svc, admin, doc):
+    svc.publish_version(admin, doc.id, 1)
+    assert svc.publish_version(admin, doc.id, 1).status == PUBLISHED
+    svc.update_document(admin, doc.id, V2)
+    assert all(v == 1 for _, v in titles(svc, admin, "echidna allowance"))  # the draft stays out of search
+    assert titles(svc, admin, "platypus allowance")[0] == ("Expense policy", 1)
+    svc.publish_version(admin, doc.id, 2)
+    assert titles(svc, admin, "echidna allowance")[0] == ("Expense policy", 2)
+    assert all(v != 1 for _, v in titles(svc, admin, "platypus allowance"))
+    assert [(v.number, v.status) for v in svc.versions(admin, doc.id)] == [(2, PUBLISHED), (1, ARCHIVED)]
+    with pytest.raises(InvalidArgument, match="archived"):
+        svc.publish_version(admin, doc.id, 1)
+    with pytest.raises(NotFound):
+        svc.publish_version(admin, doc.id, 9)
+
+
+def test_update_rewrites_the_newest_draft_instead_of_stacking_drafts(svc, admin, doc):
+    svc.update_document(admin, doc.id, V2)
+    assert [(v.number, v.body) for v in svc.versions(admin, doc.id)] == [(1, V2)]
+
+
+def test_an_error_mid_publish_keeps_the_old_version_searchable_and_the_new_one_in_draft(svc, admin, doc, monkeypatch):
+    svc.publish_version(admin, doc.id, 1)
+    svc.update_document(admin, doc.id, V2)
+
+    def broken(texts):
+        raise RuntimeError("embedding backend exploded")
+
+    monkeypatch.setattr(svc.embedder, "embed", broken)
+    with pytest.raises(RuntimeError):
+        svc.publish_version(admin, doc.id, 2)
+    monkeypatch.undo()
+    assert [(v.number, v.status) for v in svc.versions(admin, doc.id)] == [(2, DRAFT), (1, PUBLISHED)]
+    assert titles(svc, admin, "platypus allowance")[0] == ("Expense policy", 1)
+    assert all(v == 1 for _, v in titles(svc, admin, "echidna allowance"))
+    with svc.db.session() as session:  # no half-indexed leftovers of version 2
+        v2 = session.scalar(select(DocumentVersion).where(DocumentVersion.node_id == doc.id, DocumentVersion.number == 2))
+        assert session.scalar(select(Chunk.id).where(Chunk.version_id == v2.id)) is None
+    assert svc.publish_version(admin, doc.id, 2).status == PUBLISHED  # and it can be published again
+
+
+def test_a_crash_mid_publish_is_resumed_on_the_next_start(settings, svc, admin, doc):
+    svc.publish_version(admin, doc.id, 1)
+    svc.update_document(admin, doc.id, V2)
+    # Simulate a process that died after writing part of version 2's chunks.
+    with svc.db.session() as session:
+        v2 = session.scalar(select(DocumentVersion).where(DocumentVersion.node_id == doc.id, DocumentVersion.number == 2))
+        v2.status = PUBLISHING
+        session.add(Chunk(version_id=v2.id, node_id=doc.id, kb_id=v2.node.kb_id, ordinal=0, text="partial",
+                          heading_path=[], char_start=0, char_end=7))
+    assert titles(svc, admin, "platypus allowance")[0] == ("Expense policy", 1)  # still the old one
+    svc.close()
+    with KnowledgeService(settings) as restarted:
+        assert [(v.number, v.status) for v in restarted.versions(admin, doc.id)] == [(2, PUBLISHED), (1, ARCHIVED)]
+        assert titles(restarted, admin, "echidna allowance")[0] == ("Expense policy", 2)
+        with restarted.db.session() as session:
+            assert session.scalar(select(Chunk.id).where(Chunk.text == "partial")) is None
+
+
+def test_deleted_documents_leave_both_lanes(svc, admin, doc):
+    svc.publish_version(admin, doc.id, 1)
+    chunk_ids = [h.chunk_id for h in svc.search(admin, "platypus allowance", 5).hits]
+    svc.delete_document(admin, doc.id)
+    assert titles(svc, admin, "platypus allowance") == []
+    assert svc.vector.collection.get(ids=[str(c) for c in chunk_ids])["ids"] == []
