@@ -24,11 +24,16 @@ err = Console(stderr=True)
 log = logging.getLogger("rag.cli")
 
 
+def _error(message: str, prefix: str = "error") -> None:
+    # Plain text, never wrapped or read as markup: paths and messages arrive exactly as written.
+    sys.stderr.write(f"{prefix}: {message}\n")
+
+
 def _settings() -> Settings:
     try:
         return Settings()
     except Exception as exc:  # noqa: BLE001 - a configuration error is the user's to fix
-        err.print(f"[red]error:[/red] invalid configuration: {exc}")
+        _error(f"invalid configuration: {exc}")
         raise typer.Exit(2) from None
 
 
@@ -45,14 +50,14 @@ def service(writer: bool) -> Iterator["KnowledgeService"]:  # noqa: F821
     except typer.Exit:
         raise
     except RagError as exc:
-        err.print(f"[red]error:[/red] {exc.message}")
+        _error(exc.message)
         raise typer.Exit(3 if isinstance(exc, StoreLocked) else 2 if isinstance(exc, (InvalidArgument, NotFound)) else 1)
     except KeyboardInterrupt:
         err.print("interrupted; anything half-published is resumed on the next start")
         raise typer.Exit(130)
     except Exception:
         log.exception("unexpected error")
-        err.print(f"[red]error:[/red] an unexpected error stopped the command; details are in {log_path}")
+        _error(f"an unexpected error stopped the command; details are in {log_path}")
         raise typer.Exit(1)
 
 
@@ -97,9 +102,9 @@ def ingest(
         table.add_row(*(str(s[c]) for c in ("added", "updated", "unchanged", "removed", "failed", "skipped", "chunks", "seconds")))
         out.print(table)
         for rel, message in report.warnings:
-            err.print(f"[yellow]warning:[/yellow] {rel}: {message}")
+            _error(f"{rel}: {message}", "warning")
         for rel, message in report.failed:
-            err.print(f"[red]failed:[/red] {rel}: {message}")
+            _error(f"{rel}: {message}", "failed")
     if report.failed:
         raise typer.Exit(1)
 

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Set up .venv with the project and its test tools. Safe to run again: it only adds what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip wheel
+
+# torch first, pinned, so pip takes the CPU build that lies on this machine's disk; a bare
+# `torch` requirement would pull a CUDA build of several GB. Elsewhere, point TORCH_INDEX_URL at
+# a CPU wheel index to get the same.
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+    if [ -n "${TORCH_INDEX_URL:-}" ]; then
+        .venv/bin/pip install --quiet "torch==2.13.0" --index-url "$TORCH_INDEX_URL"
+    else
+        .venv/bin/pip install --quiet "torch==2.13.0"
+    fi
+fi
+.venv/bin/pip install --quiet -e ".[dev]"
+.venv/bin/python -c "import torch, rag; print(f'installed rag {rag.__version__} with torch {torch.__version__}')"

@@ -1,0 +1,31 @@
+"""Everyday questions over the whole 18F handbook find the right pages, through both lanes."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag.service import Principal
+
+QUESTIONS = [
+    ("How much annual leave do I earn each pay period?", "fs:travel-and-leave/leave.md"),
+    ("Can I take sick leave to go to a funeral?", "fs:travel-and-leave/leave.md"),
+    ("How do I get reimbursed for meals when I travel?", "fs:travel-and-leave/travel-and-leave-policies/"),
+    ("How do I book a flight for work travel?", "fs:travel-and-leave/"),
+    ("What chat tool does the team use for instant messaging?", ("fs:tools/slack/", "fs:general-information-and-resources/collaboration-tools.md")),
+    ("How do I join a Slack channel?", "fs:tools/slack/"),
+    ("How do I set up my laptop on the first day?", "fs:getting-started/"),
+]
+
+
+@pytest.mark.parametrize(("question", "expected"), QUESTIONS)
+def test_everyday_questions_find_the_right_page(handbook, question, expected):
+    hits = handbook.search(Principal.local_admin("default"), question, 5).hits
+    top3 = [h.source for h in hits[:3]]
+    assert any(source.startswith(expected) for source in top3), top3  # str.startswith takes a tuple too
+    assert any(h.retrievers == ["vector", "text"] for h in hits[:3])
+
+
+def test_scores_are_the_fused_rank_score(handbook):
+    hits = handbook.search(Principal.local_admin("default"), "annual leave carry over 240 hours", 10).hits
+    assert hits[0].score <= 2 / 61 + 1e-12
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
