@@ -28,8 +28,27 @@ SMALL_SET = [
 ]
 
 
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server for the session. CI installs it; elsewhere, missing binaries skip."""
+    from .pgserver import PgServer
+
+    try:
+        server = PgServer().start()
+    except RuntimeError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """Every store-backed test runs on the embedded SQLite file and on a real PostgreSQL."""
+    if request.param == "postgresql":
+        server = request.getfixturevalue("postgres")
+        return Settings(home=tmp_path / "home", database_url=server.new_database())
     return Settings(home=tmp_path / "home")
 
 

@@ -1,4 +1,4 @@
-"""The keyword lane: BM25 over SQLite FTS5 in the store's own database.
+"""The keyword lane, in the store's own database: BM25 over SQLite FTS5, or PostgreSQL full text.
 
 Only chunks of published versions are ranked, and the scope (knowledge bases, and for a folder
 scope the documents under it) is applied inside the query, so top-k fills with in-scope hits.
@@ -6,8 +6,9 @@ scope the documents under it) is applied inside the query, so top-k fills with i
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.orm import Session
@@ -40,6 +41,16 @@ def match_expression(terms: Sequence[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
+class KeywordLane(Protocol):
+    name: str
+
+    def add(self, session: Session, rows: Sequence[tuple[int, str]]) -> None: ...
+
+    def delete(self, session: Session, chunk_ids: Sequence[int]) -> None: ...
+
+    def search(self, session: Session, query: str, scope: Scope, k: int) -> list[LaneHit]: ...
+
+
 class SqliteKeywordLane:
     name = "text"
 
@@ -62,15 +73,10 @@ class SqliteKeywordLane:
         terms = query_terms(query)
         if not terms or not scope.kb_ids:
             return []
-        params: dict[str, object] = {"match": match_expression(terms), "kbs": list(scope.kb_ids), "k": k}
-        scope_sql = "c.kb_id IN :kbs"
-        binds = [bindparam("kbs", expanding=True)]
-        if scope.node_ids is not None:
-            if not scope.node_ids:
-                return []
-            scope_sql += " AND c.node_id IN :nodes"
-            params["nodes"] = list(scope.node_ids)
-            binds.append(bindparam("nodes", expanding=True))
+        if scope.node_ids is not None and not scope.node_ids:
+            return []
+        params: dict[str, object] = {"match": match_expression(terms), "k": k}
+        scope_sql, binds = _scope_sql(scope, params)
         sql = text(
             f"""
             SELECT f.rowid AS id, bm25(chunk_fts) AS rank
@@ -84,3 +90,93 @@ class SqliteKeywordLane:
         ).bindparams(*binds)
         # bm25() is lower-is-better; the lane reports higher-is-better.
         return [LaneHit(int(row.id), -float(row.rank)) for row in session.execute(sql, params)]
+
+
+def _scope_sql(scope: Scope, params: dict[str, object]) -> tuple[str, list]:
+    params["kbs"] = list(scope.kb_ids)
+    sql = "c.kb_id IN :kbs"
+    binds = [bindparam("kbs", expanding=True)]
+    if scope.node_ids is not None:
+        sql += " AND c.node_id IN :nodes"
+        params["nodes"] = list(scope.node_ids)
+        binds.append(bindparam("nodes", expanding=True))
+    return sql, binds
+
+
+class PostgresKeywordLane:
+    """PostgreSQL full text with the FTS5 lane's contract: published chunks only, the scope applied
+    inside the query, higher score is better.
+
+    PostgreSQL's own ranking (ts_rank) has no inverse document frequency, so a rare query word
+    weighs no more than a common one. The lane adds it: each query lexeme's ts_rank (which grows
+    with its frequency in the chunk) is weighted by its BM25 idf over the indexed chunks, and the
+    terms are OR-ed, as in the FTS5 lane. English stemming (to_tsvector('english', ...)).
+    """
+
+    name = "text"
+
+    def add(self, session: Session, rows: Sequence[tuple[int, str]]) -> None:
+        if rows:
+            session.execute(
+                text("INSERT INTO chunk_tsv (chunk_id, tsv) VALUES (:id, to_tsvector('english', :text))"),
+                [{"id": chunk_id, "text": body} for chunk_id, body in rows],
+            )
+
+    def delete(self, session: Session, chunk_ids: Sequence[int]) -> None:
+        ids = list(chunk_ids)
+        for i in range(0, len(ids), 1000):
+            session.execute(
+                text("DELETE FROM chunk_tsv WHERE chunk_id IN :ids").bindparams(bindparam("ids", expanding=True)),
+                {"ids": ids[i:i + 1000]},
+            )
+
+    def _idf(self, session: Session, lexemes: list[str]) -> dict[str, float]:
+        total = session.scalar(text("SELECT count(*) FROM chunk_tsv")) or 0
+        weights: dict[str, float] = {}
+        for lexeme in lexemes:
+            df = session.scalar(
+                text("SELECT count(*) FROM chunk_tsv WHERE tsv @@ to_tsquery('english', quote_literal(:lex))"),
+                {"lex": lexeme},
+            ) or 0
+            if df:
+                weights[lexeme] = math.log(1 + (total - df + 0.5) / (df + 0.5))
+        return weights
+
+    def search(self, session: Session, query: str, scope: Scope, k: int) -> list[LaneHit]:
+        terms = query_terms(query)
+        if not terms or not scope.kb_ids or (scope.node_ids is not None and not scope.node_ids):
+            return []
+        lexemes = list(session.scalars(
+            text("SELECT lexeme FROM unnest(to_tsvector('english', :terms))"), {"terms": " ".join(terms)}
+        ))
+        idf = self._idf(session, lexemes)
+        if not idf:
+            return []
+        params: dict[str, object] = {"k": k}
+        parts, matches = [], []
+        for i, (lexeme, weight) in enumerate(idf.items()):
+            params[f"l{i}"], params[f"w{i}"] = lexeme, weight
+            tsq = f"to_tsquery('english', quote_literal(:l{i}))"
+            parts.append(f":w{i} * ts_rank(t.tsv, {tsq}, 1)")
+            matches.append(tsq)
+        scope_sql, binds = _scope_sql(scope, params)
+        sql = text(
+            f"""
+            SELECT t.chunk_id AS id, ({" + ".join(parts)}) AS rank
+            FROM chunk_tsv AS t
+            JOIN chunks AS c ON c.id = t.chunk_id
+            JOIN document_versions AS v ON v.id = c.version_id
+            WHERE t.tsv @@ ({" || ".join(matches)}) AND v.status = 'published' AND {scope_sql}
+            ORDER BY rank DESC, t.chunk_id
+            LIMIT :k
+            """
+        ).bindparams(*binds)
+        return [LaneHit(int(row.id), float(row.rank)) for row in session.execute(sql, params)]
+
+
+def keyword_lane(dialect: str):
+    if dialect == "sqlite":
+        return SqliteKeywordLane()
+    if dialect == "postgresql":
+        return PostgresKeywordLane()
+    raise ValueError(f"no keyword lane for the {dialect} database")

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from rag.models.embed import Embedder
 from rag.retrieve.fusion import reciprocal_rank_fusion
-from rag.retrieve.keyword import SqliteKeywordLane
+from rag.retrieve.keyword import KeywordLane
 from rag.retrieve.types import Hit, LaneHit, Scope
 from rag.retrieve.vector import ChromaVectorLane
 from rag.settings import RetrieveSettings
@@ -32,7 +32,7 @@ class Retriever:
         db: Database,
         embedder: Embedder,
         vector: ChromaVectorLane,
-        keyword: SqliteKeywordLane,
+        keyword: KeywordLane,
         settings: RetrieveSettings,
     ) -> None:
         self.db = db

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from rag.errors import InvalidArgument, NotFound, PermissionDenied, RagError
 from rag.ingest.chunk import Chunker
 from rag.models.embed import Embedder, build_embedder
-from rag.retrieve.keyword import SqliteKeywordLane
+from rag.retrieve.keyword import keyword_lane
 from rag.retrieve.retriever import LANES, Retriever
 from rag.retrieve.types import Hit, Scope
 from rag.retrieve.vector import ChromaVectorLane, open_chroma_client
@@ -79,9 +79,9 @@ class KnowledgeService:
             self._lock.acquire(exclusive=writer)
         try:
             self.db = Database(settings.sqlalchemy_url)
-            if self.db.dialect != "sqlite":
-                raise InvalidArgument("only SQLite has a keyword lane so far; PostgreSQL comes with the scale-out work")
-            self.keyword = SqliteKeywordLane()
+            if self.db.dialect not in ("sqlite", "postgresql"):
+                raise InvalidArgument("the store must be SQLite or PostgreSQL")
+            self.keyword = keyword_lane(self.db.dialect)
             self.chunker = Chunker(settings.index.chunk_size, settings.index.chunk_overlap)
             self.publisher = Publisher(
                 self.db,

@@ -18,7 +18,7 @@ from sqlalchemy import insert, select, update
 
 from rag.ingest.chunk import Chunker
 from rag.models.embed import Embedder
-from rag.retrieve.keyword import SqliteKeywordLane
+from rag.retrieve.keyword import KeywordLane
 from rag.retrieve.vector import ChromaVectorLane
 from rag.store.db import Database
 from rag.store.models import (
@@ -53,7 +53,7 @@ class Publisher:
         chunker: Chunker,
         embedder: Callable[[], Embedder],
         vector: Callable[[], ChromaVectorLane],
-        keyword: SqliteKeywordLane,
+        keyword: KeywordLane,
         contextual_headings: bool = True,
         batch_chunks: int = 512,
     ) -> None:

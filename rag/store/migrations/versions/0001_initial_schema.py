@@ -126,8 +126,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name == "sqlite":
-        op.execute("DROP TABLE IF EXISTS chunk_fts")
+    op.execute("DROP TABLE IF EXISTS chunk_fts" if op.get_bind().dialect.name == "sqlite" else "DROP TABLE IF EXISTS chunk_tsv")
     with op.batch_alter_table('chunks', schema=None) as batch_op:
         batch_op.drop_index('ix_chunks_version')
         batch_op.drop_index('ix_chunks_node')
@@ -158,8 +157,15 @@ def downgrade() -> None:
 
 
 def _create_keyword_index() -> None:
-    """The keyword lane on SQLite: an FTS5 table whose rowid is the chunk id (Porter stemming)."""
-    if op.get_bind().dialect.name == "sqlite":
+    """The keyword lane's index: FTS5 on SQLite (Porter stemming), a GIN-indexed tsvector on PostgreSQL."""
+    dialect = op.get_bind().dialect.name
+    if dialect == "sqlite":
         op.execute(
             "CREATE VIRTUAL TABLE chunk_fts USING fts5(text, tokenize = 'porter unicode61 remove_diacritics 2')"
         )
+    elif dialect == "postgresql":
+        op.execute(
+            "CREATE TABLE chunk_tsv (chunk_id BIGINT PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE, "
+            "tsv tsvector NOT NULL)"
+        )
+        op.execute("CREATE INDEX ix_chunk_tsv ON chunk_tsv USING GIN (tsv)")

@@ -1,0 +1,69 @@
+"""A real, throwaway PostgreSQL server for the tests: initdb into a temp dir, start on a free port."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
+
+def _bindir() -> Path | None:
+    if shutil.which("pg_config"):
+        out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True)
+        candidate = Path(out.stdout.strip())
+        if (candidate / "initdb").exists():
+            return candidate
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PgServer:
+    def __init__(self) -> None:
+        bindir = _bindir()
+        if bindir is None:
+            raise RuntimeError("PostgreSQL server binaries not found (Debian package: postgresql)")
+        self.bindir = bindir
+        self.base = Path(tempfile.mkdtemp(prefix="rag-pg-"))
+        self.port = _free_port()
+        self._as: list[str] = []
+        if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+            shutil.chown(self.base, "postgres", "postgres")
+            self._as = ["runuser", "-u", "postgres", "--"]
+
+    def _run(self, *args: str) -> None:
+        subprocess.run([*self._as, *args], check=True, capture_output=True, timeout=120)
+
+    def start(self) -> "PgServer":
+        data = self.base / "data"
+        self._run(str(self.bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        options = f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(self.base / "log"), "-w", "start")
+        return self
+
+    def stop(self) -> None:
+        try:
+            self._run(str(self.bindir / "pg_ctl"), "-D", str(self.base / "data"), "-m", "immediate", "stop")
+        finally:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def new_database(self) -> str:
+        import psycopg
+
+        name = f"t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres", autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
