@@ -3,6 +3,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# --test: also install what the tests need beyond Python packages: a PostgreSQL server (Debian
+# package), which the store tests start and stop themselves.
+if [ "${1:-}" = "--test" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    echo "installing PostgreSQL server binaries for the tests"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi
+
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
