@@ -103,7 +103,10 @@ class LiteLLMEmbedder:
         except Exception as exc:  # noqa: BLE001 - the log keeps the detail, the caller gets a clear error
             log.exception("embedding model %s failed", self.name)
             raise Unavailable(f"the embedding model {self.name} is unavailable") from exc
-        return [item["embedding"] for item in response.data]
+        vectors = [item["embedding"] for item in response.data]
+        if len(vectors) != len(batch):
+            raise Unavailable(f"the embedding model {self.name} returned {len(vectors)} vectors for {len(batch)} texts")
+        return vectors
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         rows: list[list[float]] = []

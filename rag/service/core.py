@@ -105,7 +105,9 @@ class KnowledgeService:
 
     @cached_property
     def vector(self) -> ChromaVectorLane:
-        return ChromaVectorLane(open_chroma_client(self.settings), self.embedder.name, self.embedder.dim)
+        return ChromaVectorLane(
+            open_chroma_client(self.settings), self.embedder.name, self.embedder.dim, remote=bool(self.settings.chroma_url)
+        )
 
     @cached_property
     def retriever(self) -> Retriever:
