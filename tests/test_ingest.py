@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -58,9 +59,15 @@ def test_reingest_changes_only_what_changed(svc, admin, small_tree: Path):
     assert versions == {2: PUBLISHED, 1: ARCHIVED}
     # the deleted file is gone from search, both lanes
     assert "fs:tools/teams.md" not in sources(svc, admin, "Microsoft Teams meetings", 25)
+    # a directory that is gone takes its (now empty) folder with it
+    shutil.rmtree(small_tree / "tools")
+    svc.ingest_directory(admin, small_tree)
+    with svc.db.session() as session:
+        assert session.scalar(select(Node).where(Node.name == "tools")) is None
+        assert session.scalar(select(Node).where(Node.name == "travel-and-leave")) is not None
     # a third run with nothing changed touches nothing
     again = svc.ingest_directory(admin, small_tree)
-    assert len(again.unchanged) == 4 and not (again.added or again.updated or again.removed)
+    assert len(again.unchanged) == 3 and not (again.added or again.updated or again.removed)
 
 
 def test_bad_files_get_clear_messages_and_the_rest_goes_on(svc, admin, small_tree: Path):

@@ -93,6 +93,7 @@ class _Sync:
         from rag.service.core import content_hash, name_key
 
         service = self.service
+        self.root_key = root_key
         to_publish: list[int] = []
         with service.db.session() as session:
             existing = {
@@ -157,7 +158,27 @@ class _Sync:
             removed_ids = [node.id for node in gone]
             report.removed.extend(node.source_label.split(":", 1)[-1] for node in gone)
         service._delete_nodes(removed_ids)
+        self._drop_empty_folders(kb, root_key, {item.folders[:i] for item in items for i in range(1, len(item.folders) + 1)})
         report.chunks = service.publish_pending(to_publish, lambda done, total: progress("indexing", done, total))
+
+    def _drop_empty_folders(self, kb: KnowledgeBase, root_key: str, current: set[tuple[str, ...]]) -> None:
+        """Folders this import made for directories that are gone, once nothing is left in them."""
+        while True:
+            with self.service.db.session() as session:
+                folders = session.scalars(
+                    select(Node).where(
+                        Node.kb_id == kb.id, Node.kind == FOLDER, Node.origin == ORIGIN_INGEST, Node.ingest_root == root_key
+                    )
+                ).all()
+                empty = [
+                    f for f in folders
+                    if tuple(f.source_label.split(":", 1)[1].split("/")) not in current
+                    and session.scalar(select(Node.id).where(Node.parent_id == f.id).limit(1)) is None
+                ]
+                for folder in empty:
+                    session.delete(folder)
+            if not empty:
+                return
 
     def _folder(self, session, kb: KnowledgeBase, parts: tuple[str, ...], cache: dict) -> str:
         from rag.service.core import name_key
@@ -173,6 +194,7 @@ class _Sync:
             folder = Node(
                 workspace_id=kb.workspace_id, kb_id=kb.id, parent_id=parent_id, kind=FOLDER, name=name,
                 name_key=name_key(name), source_label=f"{self.provider}:{'/'.join(parts)}", origin=ORIGIN_INGEST,
+                ingest_root=self.root_key,
             )
             session.add(folder)
             session.flush()
