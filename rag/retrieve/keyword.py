@@ -51,23 +51,28 @@ class KeywordLane(Protocol):
     def search(self, session: Session, query: str, scope: Scope, k: int) -> list[LaneHit]: ...
 
 
-class SqliteKeywordLane:
+class _IndexTable:
+    """Rows of the lane's own index table, keyed by chunk id."""
+
     name = "text"
+    insert_sql = ""
+    delete_sql = ""
 
     def add(self, session: Session, rows: Sequence[tuple[int, str]]) -> None:
         if rows:
-            session.execute(
-                text("INSERT INTO chunk_fts (rowid, text) VALUES (:id, :text)"),
-                [{"id": chunk_id, "text": body} for chunk_id, body in rows],
-            )
+            session.execute(text(self.insert_sql), [{"id": chunk_id, "text": body} for chunk_id, body in rows])
 
     def delete(self, session: Session, chunk_ids: Sequence[int]) -> None:
         ids = list(chunk_ids)
         for i in range(0, len(ids), 500):
             session.execute(
-                text("DELETE FROM chunk_fts WHERE rowid IN :ids").bindparams(bindparam("ids", expanding=True)),
-                {"ids": ids[i:i + 500]},
+                text(self.delete_sql).bindparams(bindparam("ids", expanding=True)), {"ids": ids[i:i + 500]}
             )
+
+
+class SqliteKeywordLane(_IndexTable):
+    insert_sql = "INSERT INTO chunk_fts (rowid, text) VALUES (:id, :text)"
+    delete_sql = "DELETE FROM chunk_fts WHERE rowid IN :ids"
 
     def search(self, session: Session, query: str, scope: Scope, k: int) -> list[LaneHit]:
         terms = query_terms(query)
@@ -103,7 +108,7 @@ def _scope_sql(scope: Scope, params: dict[str, object]) -> tuple[str, list]:
     return sql, binds
 
 
-class PostgresKeywordLane:
+class PostgresKeywordLane(_IndexTable):
     """PostgreSQL full text with the FTS5 lane's contract: published chunks only, the scope applied
     inside the query, higher score is better.
 
@@ -113,22 +118,8 @@ class PostgresKeywordLane:
     terms are OR-ed, as in the FTS5 lane. English stemming (to_tsvector('english', ...)).
     """
 
-    name = "text"
-
-    def add(self, session: Session, rows: Sequence[tuple[int, str]]) -> None:
-        if rows:
-            session.execute(
-                text("INSERT INTO chunk_tsv (chunk_id, tsv) VALUES (:id, to_tsvector('english', :text))"),
-                [{"id": chunk_id, "text": body} for chunk_id, body in rows],
-            )
-
-    def delete(self, session: Session, chunk_ids: Sequence[int]) -> None:
-        ids = list(chunk_ids)
-        for i in range(0, len(ids), 1000):
-            session.execute(
-                text("DELETE FROM chunk_tsv WHERE chunk_id IN :ids").bindparams(bindparam("ids", expanding=True)),
-                {"ids": ids[i:i + 1000]},
-            )
+    insert_sql = "INSERT INTO chunk_tsv (chunk_id, tsv) VALUES (:id, to_tsvector('english', :text))"
+    delete_sql = "DELETE FROM chunk_tsv WHERE chunk_id IN :ids"
 
     def _idf(self, session: Session, lexemes: list[str]) -> dict[str, float]:
         total = session.scalar(text("SELECT count(*) FROM chunk_tsv")) or 0

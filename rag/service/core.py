@@ -347,15 +347,20 @@ class KnowledgeService:
             current = session.get(Node, current.parent_id) if current.parent_id else None
         return "/".join(reversed(parts))
 
+    def _new_child_parent(self, session: Session, principal: Principal, parent_id: str, name: str) -> Node:
+        """The folder a new node goes into, once the name is known to be free there."""
+        parent = self._node(session, principal, parent_id)
+        if parent.kind != FOLDER:
+            raise InvalidArgument("the parent must be a folder")
+        if self._sibling_taken(session, parent.id, name):
+            raise InvalidArgument(f"a node named {name!r} already exists in this folder")
+        return parent
+
     def create_folder(self, principal: Principal, parent_id: str, name: str) -> Node:
         self._require_write(principal)
         name = self._check_name(name, "folder")
         with self.db.session() as session:
-            parent = self._node(session, principal, parent_id)
-            if parent.kind != FOLDER:
-                raise InvalidArgument("the parent must be a folder")
-            if self._sibling_taken(session, parent.id, name):
-                raise InvalidArgument(f"a node named {name!r} already exists in this folder")
+            parent = self._new_child_parent(session, principal, parent_id, name)
             folder = Node(
                 workspace_id=principal.workspace_id, kb_id=parent.kb_id, parent_id=parent.id, kind=FOLDER,
                 name=name, name_key=name_key(name),
@@ -381,11 +386,7 @@ class KnowledgeService:
         if not isinstance(body, str):
             raise InvalidArgument("`content` must be a string")
         with self.db.session() as session:
-            parent = self._node(session, principal, parent_id)
-            if parent.kind != FOLDER:
-                raise InvalidArgument("the parent must be a folder")
-            if self._sibling_taken(session, parent.id, name):
-                raise InvalidArgument(f"a node named {name!r} already exists in this folder")
+            parent = self._new_child_parent(session, principal, parent_id, name)
             kb = session.get(KnowledgeBase, parent.kb_id)
             node = Node(
                 workspace_id=principal.workspace_id, kb_id=parent.kb_id, parent_id=parent.id, kind=DOCUMENT,
