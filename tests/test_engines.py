@@ -56,7 +56,7 @@ def test_vector_lane_on_a_chroma_server(tmp_path, small_tree, chroma_server):
         admin = Principal.local_admin("default")
         report = svc.ingest_directory(admin, small_tree)
         assert len(report.added) == 5
-        assert svc.vector.count() == report.chunks
+        assert svc.vector.count(svc.knowledge_base(admin, "default").id) == report.chunks
         assert not (tmp_path / "home" / "chroma").exists()  # nothing embedded: the server holds the vectors
         hits = svc.search(admin, "How much annual leave do I earn?", 3).hits
         assert hits[0].source == "fs:travel-and-leave/leave.md" and "vector" in hits[0].retrievers

@@ -29,3 +29,15 @@ def test_scores_are_the_fused_rank_score(handbook):
     hits = handbook.search(Principal.local_admin("default"), "annual leave carry over 240 hours", 10).hits
     assert hits[0].score <= 2 / 61 + 1e-12
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+@pytest.mark.parametrize("question", [q for q, _ in QUESTIONS])
+def test_keyword_fast_path_ranks_like_the_exact_in_scope_query(handbook, question):
+    from rag.retrieve.keyword import match_expression, query_terms
+
+    scope = handbook.scope(Principal.local_admin("default"))
+    with handbook.db.session() as session:
+        fast = handbook.keyword.search(session, question, scope, 20)
+        exact = handbook.keyword._search_in_scope(session, match_expression(query_terms(question)), scope, 20)
+    assert [h.chunk_id for h in fast] == [h.chunk_id for h in exact]
+    assert [h.score for h in fast] == pytest.approx([h.score for h in exact])

@@ -95,7 +95,8 @@ def test_a_crash_mid_publish_is_resumed_on_the_next_start(settings, svc, admin, 
 
 def test_deleted_documents_leave_both_lanes(svc, admin, doc):
     svc.publish_version(admin, doc.id, 1)
-    chunk_ids = [h.chunk_id for h in svc.search(admin, "platypus allowance", 5).hits]
+    hits = svc.search(admin, "platypus allowance", 5).hits
+    chunk_ids, kb_id = [h.chunk_id for h in hits], hits[0].kb_id
     svc.delete_document(admin, doc.id)
     assert titles(svc, admin, "platypus allowance") == []
-    assert svc.vector.collection.get(ids=[str(c) for c in chunk_ids])["ids"] == []
+    assert svc.vector.collection(kb_id).get(ids=[str(c) for c in chunk_ids])["ids"] == []

@@ -76,11 +76,26 @@ class SqliteKeywordLane(_IndexTable):
 
     def search(self, session: Session, query: str, scope: Scope, k: int) -> list[LaneHit]:
         terms = query_terms(query)
-        if not terms or not scope.kb_ids:
+        if not terms or not scope.kb_ids or (scope.node_ids is not None and not scope.node_ids):
             return []
-        if scope.node_ids is not None and not scope.node_ids:
-            return []
-        params: dict[str, object] = {"match": match_expression(terms), "k": k}
+        match = match_expression(terms)
+        # Fast path: rank in FTS5 alone, then check the best few by primary key. Joining every
+        # match to its chunk and version before ranking costs more than the ranking itself
+        # (26 ms against 10 ms at 10,000 chunks). When the scope or unpublished chunks thin the
+        # page out below k, the exact query below fills k with in-scope hits.
+        page = 2 * k + 16
+        ranked = session.execute(
+            text("SELECT rowid AS id, rank FROM chunk_fts WHERE chunk_fts MATCH :match ORDER BY rank LIMIT :n"),
+            {"match": match, "n": page},
+        ).all()
+        allowed = _in_scope(session, [row.id for row in ranked], scope)
+        hits = [LaneHit(int(row.id), -float(row.rank)) for row in ranked if row.id in allowed]
+        if len(hits) >= k or len(ranked) < page:
+            return hits[:k]
+        return self._search_in_scope(session, match, scope, k)
+
+    def _search_in_scope(self, session: Session, match: str, scope: Scope, k: int) -> list[LaneHit]:
+        params: dict[str, object] = {"match": match, "k": k}
         scope_sql, binds = _scope_sql(scope, params)
         sql = text(
             f"""
@@ -88,13 +103,32 @@ class SqliteKeywordLane(_IndexTable):
             FROM chunk_fts AS f
             JOIN chunks AS c ON c.id = f.rowid
             JOIN document_versions AS v ON v.id = c.version_id
-            WHERE chunk_fts MATCH :match AND v.status = 'published' AND {scope_sql}
+            WHERE chunk_fts MATCH :match AND +v.status = 'published' AND {scope_sql}
             ORDER BY rank
             LIMIT :k
             """
         ).bindparams(*binds)
-        # bm25() is lower-is-better; the lane reports higher-is-better.
+        # `+v.status` keeps SQLite from planning off the status index (every published version);
+        # bm25() is lower-is-better, the lane reports higher-is-better.
         return [LaneHit(int(row.id), -float(row.rank)) for row in session.execute(sql, params)]
+
+
+def _in_scope(session: Session, chunk_ids: list[int], scope: Scope) -> set[int]:
+    """Which of these chunks belong to published versions inside the scope (primary-key lookups)."""
+    if not chunk_ids:
+        return set()
+    rows = session.execute(
+        text(
+            "SELECT c.id, c.kb_id, c.node_id, v.status FROM chunks AS c "
+            "JOIN document_versions AS v ON v.id = c.version_id WHERE c.id IN :ids"
+        ).bindparams(bindparam("ids", expanding=True)),
+        {"ids": chunk_ids},
+    )
+    kbs = set(scope.kb_ids)
+    return {
+        row.id for row in rows
+        if row.status == "published" and row.kb_id in kbs and (scope.node_ids is None or row.node_id in scope.node_ids)
+    }
 
 
 def _scope_sql(scope: Scope, params: dict[str, object]) -> tuple[str, list]:

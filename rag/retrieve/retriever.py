@@ -81,12 +81,15 @@ class Retriever:
     def _published_ids(session: Session, chunk_ids: list[int]) -> set[int]:
         if not chunk_ids:
             return set()
+        # The status is checked here rather than in SQL: with it in the WHERE clause SQLite plans
+        # from the status index and walks every published version (110 ms at 10,000 documents,
+        # against 0.2 ms by primary key).
         stmt = (
-            select(Chunk.id)
+            select(Chunk.id, DocumentVersion.status)
             .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
-            .where(Chunk.id.in_(bindparam("ids", expanding=True)), DocumentVersion.status == PUBLISHED)
+            .where(Chunk.id.in_(bindparam("ids", expanding=True)))
         )
-        return set(session.scalars(stmt, {"ids": chunk_ids}))
+        return {chunk_id for chunk_id, status in session.execute(stmt, {"ids": chunk_ids}) if status == PUBLISHED}
 
     @staticmethod
     def _hydrate(session: Session, fused) -> list[Hit]:

@@ -71,57 +71,108 @@ def _remote(call: Callable[[], T], what: str, remote: bool) -> T:
 
 
 class ChromaVectorLane:
+    """One Chroma collection per knowledge base and embedding model.
+
+    A knowledge-base scope is then a choice of collections, not a metadata filter: Chroma's
+    `where` filter costs ~30 ms per query even at 10,000 vectors (measured, docs/benchmarks.md),
+    an unfiltered query ~2 ms. Only a folder scope filters, on the documents it allows. Results of
+    several knowledge bases merge by cosine similarity, which the one model makes comparable.
+    """
+
     name = "vector"
 
     def __init__(self, client, model: str, dim: int, remote: bool = False) -> None:
         self.client = client
         self.remote = remote
-        self.collection = _remote(
-            lambda: client.get_or_create_collection(
-                collection_name(model, dim),
-                configuration={"hnsw": {"space": "cosine", "ef_construction": 200, "ef_search": 200}},
-                embedding_function=None,
-            ),
-            "open collection",
-            remote,
-        )
+        self.prefix = collection_name(model, dim)
+        self._collections: dict[str, object] = {}
         self._max_batch = max(1, int(_remote(client.get_max_batch_size, "batch size", remote)))
+
+    def _name(self, kb_id: str) -> str:
+        return f"{self.prefix}-{kb_id}"
+
+    def collection(self, kb_id: str, create: bool = False):
+        """The knowledge base's collection; None when it has none yet and create is False."""
+        if kb_id in self._collections:
+            return self._collections[kb_id]
+        if create:
+            found = _remote(
+                lambda: self.client.get_or_create_collection(
+                    self._name(kb_id),
+                    configuration={"hnsw": {"space": "cosine", "ef_construction": 200, "ef_search": 200}},
+                    embedding_function=None,
+                ),
+                "open collection",
+                self.remote,
+            )
+        else:
+            names = {c.name if hasattr(c, "name") else str(c) for c in _remote(self.client.list_collections, "list", self.remote)}
+            if self._name(kb_id) not in names:
+                return None
+            found = _remote(lambda: self.client.get_collection(self._name(kb_id), embedding_function=None), "open", self.remote)
+        self._collections[kb_id] = found
+        return found
 
     def add(
         self, chunk_ids: Sequence[int], vectors: np.ndarray, kb_ids: Sequence[str], node_ids: Sequence[str]
     ) -> None:
-        for i in range(0, len(chunk_ids), self._max_batch):
-            sl = slice(i, i + self._max_batch)
-            ids = [str(c) for c in chunk_ids[sl]]
-            metadatas = [{"kb_id": kb, "node_id": node} for kb, node in zip(kb_ids[sl], node_ids[sl])]
-            _remote(
-                lambda: self.collection.upsert(ids=ids, embeddings=vectors[sl], metadatas=metadatas),
-                "upsert",
-                self.remote,
-            )
+        rows: dict[str, list[int]] = {}
+        for i, kb in enumerate(kb_ids):
+            rows.setdefault(kb, []).append(i)
+        for kb, positions in rows.items():
+            collection = self.collection(kb, create=True)
+            for j in range(0, len(positions), self._max_batch):
+                part = positions[j:j + self._max_batch]
+                ids = [str(chunk_ids[p]) for p in part]
+                metadatas = [{"kb_id": kb, "node_id": node_ids[p]} for p in part]
+                _remote(
+                    lambda: collection.upsert(ids=ids, embeddings=vectors[part], metadatas=metadatas),
+                    "upsert",
+                    self.remote,
+                )
 
-    def delete(self, chunk_ids: Sequence[int]) -> None:
-        ids = [str(c) for c in chunk_ids]
-        for i in range(0, len(ids), self._max_batch):
-            part = ids[i:i + self._max_batch]
-            _remote(lambda: self.collection.delete(ids=part), "delete", self.remote)
+    def delete(self, chunks: Sequence[tuple[int, str]]) -> None:
+        """Remove vectors, given (chunk id, knowledge base id) pairs."""
+        by_kb: dict[str, list[str]] = {}
+        for chunk_id, kb in chunks:
+            by_kb.setdefault(kb, []).append(str(chunk_id))
+        for kb, ids in by_kb.items():
+            collection = self.collection(kb)
+            if collection is None:
+                continue
+            for i in range(0, len(ids), self._max_batch):
+                part = ids[i:i + self._max_batch]
+                _remote(lambda: collection.delete(ids=part), "delete", self.remote)
+
+    def drop(self, kb_id: str) -> None:
+        if self.collection(kb_id) is not None:
+            _remote(lambda: self.client.delete_collection(self._name(kb_id)), "drop", self.remote)
+        self._collections.pop(kb_id, None)
 
     def search(self, vector: np.ndarray, scope: Scope, k: int) -> list[LaneHit]:
         if not scope.kb_ids or (scope.node_ids is not None and not scope.node_ids):
             return []
-        clauses: list[dict] = [{"kb_id": {"$in": list(scope.kb_ids)}}]
-        if scope.node_ids is not None:
-            clauses.append({"node_id": {"$in": sorted(scope.node_ids)}})
-        where = clauses[0] if len(clauses) == 1 else {"$and": clauses}
-        result = _remote(
-            lambda: self.collection.query(
-                query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=k, where=where, include=["distances"]
-            ),
-            "query",
-            self.remote,
-        )
-        ids, distances = result["ids"][0], result["distances"][0]
-        return [LaneHit(int(i), 1.0 - float(d)) for i, d in zip(ids, distances)]
+        where = {"node_id": {"$in": sorted(scope.node_ids)}} if scope.node_ids is not None else None
+        query = [np.asarray(vector, dtype=np.float32)]
+        hits: list[LaneHit] = []
+        for kb in scope.kb_ids:
+            collection = self.collection(kb)
+            if collection is None:
+                continue
+            result = _remote(
+                lambda: collection.query(query_embeddings=query, n_results=k, where=where, include=["distances"]),
+                "query",
+                self.remote,
+            )
+            hits.extend(LaneHit(int(i), 1.0 - float(d)) for i, d in zip(result["ids"][0], result["distances"][0]))
+        hits.sort(key=lambda h: -h.score)
+        return hits[:k]
 
-    def count(self) -> int:
-        return int(_remote(self.collection.count, "count", self.remote))
+    def count(self, kb_id: str | None = None) -> int:
+        kbs = [kb_id] if kb_id else list(self._collections)
+        total = 0
+        for kb in kbs:
+            collection = self.collection(kb)
+            if collection is not None:
+                total += int(_remote(collection.count, "count", self.remote))
+        return total

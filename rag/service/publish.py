@@ -110,6 +110,7 @@ class Publisher:
     def _publish_group(self, group: list[_Pending]) -> int:
         texts = [t for p in group for t in p.texts]
         written: list[int] = []
+        rows: list[dict] = []
         try:
             vectors = self._embedder().embed(texts) if texts else np.zeros((0, 1), dtype=np.float32)
             with self.db.session() as session:
@@ -138,7 +139,7 @@ class Publisher:
         except BaseException:
             log.exception("publishing failed; the versions go back to draft")
             if written:
-                self._safe_vector_delete(written)
+                self._safe_vector_delete(list(zip(written, [r["kb_id"] for r in rows])))
             self._drop_chunks_of([p.version_id for p in group])
             with self.db.session() as session:
                 session.execute(
@@ -175,12 +176,14 @@ class Publisher:
         if not version_ids:
             return
         with self.db.session() as session:
-            ids = list(session.scalars(select(Chunk.id).where(Chunk.version_id.in_(list(version_ids)))))
-            if not ids:
+            pairs = [tuple(row) for row in session.execute(
+                select(Chunk.id, Chunk.kb_id).where(Chunk.version_id.in_(list(version_ids)))
+            )]
+            if not pairs:
                 return
-            self.keyword.delete(session, ids)
+            self.keyword.delete(session, [chunk_id for chunk_id, _ in pairs])
             session.query(Chunk).filter(Chunk.version_id.in_(list(version_ids))).delete(synchronize_session=False)
-        self._safe_vector_delete(ids)
+        self._safe_vector_delete(pairs)
 
     def drop_chunks_of_nodes(self, node_ids: Sequence[str]) -> None:
         with self.db.session() as session:
@@ -189,11 +192,11 @@ class Publisher:
             )
         self._drop_chunks_of(version_ids)
 
-    def _safe_vector_delete(self, ids: list[int]) -> None:
+    def _safe_vector_delete(self, chunks: list[tuple[int, str]]) -> None:
         try:
-            self._vector().delete(ids)
-        except Exception:  # noqa: BLE001 - orphan vectors are filtered out by status and swept later
-            log.exception("could not delete %d vectors; they stay invisible and are swept later", len(ids))
+            self._vector().delete(chunks)
+        except Exception:  # noqa: BLE001 - orphan vectors never surface: the lanes keep published chunks only
+            log.exception("could not delete %d vectors; they stay invisible to search", len(chunks))
 
     def resume(self) -> int:
         """Finish publishes a crash interrupted, and sweep chunks left behind by archived versions."""
