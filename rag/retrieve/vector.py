@@ -168,6 +168,19 @@ class ChromaVectorLane:
         hits.sort(key=lambda h: -h.score)
         return hits[:k]
 
+    def ids(self, kb_id: str) -> set[int]:
+        collection = self.collection(kb_id)
+        if collection is None:
+            return set()
+        found: set[int] = set()
+        offset, page = 0, 10_000
+        while True:
+            batch = _remote(lambda: collection.get(include=[], limit=page, offset=offset), "list ids", self.remote)["ids"]
+            found.update(int(i) for i in batch)
+            if len(batch) < page:
+                return found
+            offset += page
+
     def count(self, kb_id: str | None = None) -> int:
         kbs = [kb_id] if kb_id else list(self._collections)
         total = 0

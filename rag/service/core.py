@@ -14,7 +14,7 @@ from typing import Any, Iterator
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from rag.errors import InvalidArgument, NotFound, PermissionDenied, RagError
+from rag.errors import InvalidArgument, NotFound, PermissionDenied, RagError, Unavailable
 from rag.ingest.chunk import Chunker
 from rag.models.embed import Embedder, build_embedder
 from rag.retrieve.keyword import keyword_lane
@@ -92,7 +92,11 @@ class KnowledgeService:
                 contextual_headings=settings.index.contextual_headings,
             )
             if writer:
-                self.publisher.resume()
+                try:
+                    self.publisher.resume()
+                    self.publisher.reconcile_vectors()
+                except Unavailable:  # a backend that is down: searches and publishes will say so themselves
+                    log.warning("a backend is unreachable; resuming publishes and reconciling vectors is skipped")
         except BaseException:
             self.close()
             raise

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 
 from rag.ingest.chunk import Chunker
 from rag.models.embed import Embedder
@@ -197,6 +197,50 @@ class Publisher:
             self._vector().delete(chunks)
         except Exception:  # noqa: BLE001 - orphan vectors never surface: the lanes keep published chunks only
             log.exception("could not delete %d vectors; they stay invisible to search", len(chunks))
+
+    def reconcile_vectors(self) -> int:
+        """Make each knowledge base's vectors match its published chunks; returns vectors repaired.
+
+        Counts are compared first (cheap); only a knowledge base whose counts differ is walked id by
+        id. This heals a vector store that lost data, was replaced, or missed a crash's cleanup;
+        missing vectors come back from the embedding cache.
+        """
+        from rag.ingest.chunk import ChunkSpec
+
+        with self.db.session() as session:
+            published = dict(session.execute(
+                select(Chunk.kb_id, func.count())
+                .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
+                .where(DocumentVersion.status == PUBLISHED)
+                .group_by(Chunk.kb_id)
+            ).all())
+        vector = self._vector()
+        repaired = 0
+        for kb_id, expected in published.items():
+            if vector.count(kb_id) == expected:
+                continue
+            with self.db.session() as session:
+                rows = session.execute(
+                    select(Chunk.id, Chunk.node_id, Chunk.text, Chunk.heading_path, Chunk.char_start, Chunk.char_end)
+                    .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
+                    .where(Chunk.kb_id == kb_id, DocumentVersion.status == PUBLISHED)
+                ).all()
+            present = vector.ids(kb_id)
+            wanted = {row.id for row in rows}
+            extra = [(int(i), kb_id) for i in present - wanted]
+            missing = [row for row in rows if row.id not in present]
+            log.warning("vector lane of %s: %d missing, %d extra; repairing", kb_id, len(missing), len(extra))
+            if extra:
+                vector.delete(extra)
+            for i in range(0, len(missing), self.batch_chunks):
+                part = missing[i:i + self.batch_chunks]
+                texts = [
+                    ChunkSpec(r.text, tuple(r.heading_path or ()), r.char_start, r.char_end).indexed_text(self.contextual)
+                    for r in part
+                ]
+                vector.add([r.id for r in part], self._embedder().embed(texts), [kb_id] * len(part), [r.node_id for r in part])
+            repaired += len(missing) + len(extra)
+        return repaired
 
     def resume(self) -> int:
         """Finish publishes a crash interrupted, and sweep chunks left behind by archived versions."""

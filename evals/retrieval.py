@@ -1,0 +1,205 @@
+"""Retrieval quality on a BEIR-layout dataset: our text, vector and hybrid lanes, and peers.
+
+The corpus is ingested through `KnowledgeService.ingest_records` (one document per record) and
+every query goes to the retriever stage itself (`svc.retriever.retrieve`), not to `svc.search`,
+which would write an activity row per query. Hits are chunks; a document ranks at its best chunk.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+import platformdirs
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from evals.beir import BeirDataset, load_beir
+from evals.metrics import evaluate
+from rag.models.embed import Embedder
+from rag.retrieve.types import Hit, LaneHit, Scope
+from rag.service import KnowledgeService, Principal
+from rag.settings import Settings
+
+LANES: dict[str, tuple[str, ...]] = {"text": ("text",), "vector": ("vector",), "hybrid": ("vector", "text")}
+DEPTH = 300  # chunks asked of each lane and kept after fusion: enough for 100 distinct documents
+TOP = 100  # documents per query that the metrics see
+WORKSPACE = "default"
+
+
+def default_embed_cache() -> Path:
+    """RAG_EMBED_CACHE when set, else the user's cache directory (shared by every eval run)."""
+    return Settings().embed_cache or Path(platformdirs.user_cache_dir("rag", appauthor=False)) / "embeddings.sqlite"
+
+
+def corpus_id(source_id: str) -> str:
+    return source_id.rsplit(":", 1)[1]
+
+
+def documents(hits: Sequence[Hit], n: int = TOP) -> list[str]:
+    """Corpus ids in rank order, each at its best chunk."""
+    return list(dict.fromkeys(corpus_id(h.source_id) for h in hits))[:n]
+
+
+def progress_bar(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TimeRemainingColumn(), console=console, transient=False,
+    )
+
+
+class QueryMemo:
+    """The service's embedder, remembering query vectors: each query is embedded once per run,
+    not once per lane and peer. Quality only; this harness measures no latency."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.embed_query = lru_cache(maxsize=4096)(inner.embed_query)
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed(texts)
+
+
+@dataclass
+class Bench:
+    """An open service with the dataset ingested: what every eval and the tuner query."""
+
+    service: KnowledgeService
+    principal: Principal
+    dataset: BeirDataset
+    scope: Scope
+    embedder: QueryMemo
+
+    def retrieve(self, query: str, lanes: Sequence[str], depth: int = DEPTH) -> list[Hit]:
+        return self.service.retriever.retrieve(query, self.scope, k=depth, lanes=lanes, depth=depth)
+
+    def lane_rankings(self, query: str, depth: int = DEPTH) -> tuple[dict[str, list[LaneHit]], dict[int, str]]:
+        """Each lane's own chunk ranking (for re-fusion), and the corpus id of every chunk in them."""
+        lanes: dict[str, list[LaneHit]] = {}
+        chunk_doc: dict[int, str] = {}
+        for lane in ("vector", "text"):
+            hits = self.retrieve(query, (lane,), depth)
+            score = (lambda h: h.vector_similarity) if lane == "vector" else (lambda h: h.text_score)
+            lanes[lane] = [LaneHit(h.chunk_id, float(score(h) or 0.0)) for h in hits]
+            chunk_doc.update((h.chunk_id, corpus_id(h.source_id)) for h in hits)
+        return lanes, chunk_doc
+
+
+def eval_settings(home: Path, embed_cache: Path | None = None) -> Settings:
+    # The embedded engines in `home`, whatever RAG_DATABASE_URL / RAG_CHROMA_URL say: an eval
+    # never writes a benchmark corpus into a deployment's stores.
+    return Settings(
+        home=home, embed_cache=embed_cache or default_embed_cache(), database_url=None, chroma_url=None
+    )
+
+
+def open_bench(
+    dataset: BeirDataset, home: Path, progress: Progress, embed_cache: Path | None = None
+) -> Bench:
+    service = KnowledgeService(eval_settings(home, embed_cache))
+    try:
+        principal = Principal.local_admin(WORKSPACE)
+        tasks: dict[str, int] = {}
+
+        def on_progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = progress.add_task(f"ingest: {stage}", total=total)
+            progress.update(tasks[stage], completed=done, total=total)
+
+        report = service.ingest_records(principal, dataset.corpus, kb_name=dataset.name, progress=on_progress)
+        if report.failed:
+            progress.console.print(f"[yellow]{len(report.failed)} record(s) not ingested, e.g. {report.failed[0]}")
+        embedder = QueryMemo(service.embedder)
+        service.retriever.embedder = embedder
+        return Bench(service, principal, dataset, service.scope(principal, dataset.name), embedder)
+    except BaseException:
+        service.close()
+        raise
+
+
+@dataclass
+class EvalOptions:
+    dataset: Path
+    split: str = "test"
+    peers: bool = True
+    home: Path | None = None
+    limit: int | None = None
+    embed_cache: Path | None = None
+
+
+def eval_home(stack: ExitStack, home: Path | None) -> Path:
+    """The given home, else a temporary one removed when the stack closes."""
+    if home is not None:
+        return home.expanduser()
+    return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rag-eval-", ignore_cleanup_errors=True)))
+
+
+def _loop(progress: Progress, label: str, items: Sequence) -> Iterator:
+    task = progress.add_task(label, total=len(items))
+    for item in items:
+        yield item
+        progress.advance(task)
+
+
+def run_retrieval_eval(options: EvalOptions, console: Console | None = None) -> dict:
+    """Everything `rag eval retrieval` reports, as the JSON-shaped dict it prints."""
+    from evals.peers import Bm25sPeer, LlamaIndexChromaPeer, bm25s_stemmer_name
+
+    started = time.perf_counter()
+    console = console or Console(stderr=True)
+    dataset = load_beir(options.dataset, options.split, options.limit)
+    runs: dict[str, dict[str, list[str]]] = {name: {} for name in LANES}
+    peer_runs: dict[str, dict[str, list[str]]] = {}
+    with ExitStack() as stack, progress_bar(console) as progress:
+        bench = open_bench(dataset, eval_home(stack, options.home), progress, options.embed_cache)
+        stack.callback(bench.service.close)
+        peers: list[tuple[str, Callable[[str], list[str]]]] = []
+        if options.peers:
+            progress.console.print(f"peer bm25s: indexing (stemmer: {bm25s_stemmer_name()})")
+            bm25 = Bm25sPeer(dataset.corpus)
+            embed_task = progress.add_task("peer llamaindex: embedding", total=len(dataset.corpus))
+            llama = LlamaIndexChromaPeer(
+                dataset.corpus, bench.embedder, on_batch=lambda n: progress.advance(embed_task, n), k=TOP
+            )
+            peers = [(bm25.name, lambda q: bm25.search(q, TOP)), (llama.name, llama.search)]
+        for qid, query in _loop(progress, "queries", list(dataset.queries.items())):
+            for name, lanes in LANES.items():
+                runs[name][qid] = documents(bench.retrieve(query, lanes))
+            for name, search in peers:
+                peer_runs.setdefault(name, {})[qid] = search(query)[:TOP]
+        settings = bench.service.settings
+    result: dict = {"dataset": dataset.name, "split": dataset.split, "queries": len(dataset.queries)}
+    for name in ("hybrid", "text", "vector"):
+        result[name] = evaluate(runs[name], dataset.qrels)
+    result["peers"] = {name: evaluate(run, dataset.qrels) for name, run in peer_runs.items()}
+    result["settings"] = {
+        "vector_weight": settings.retrieve.vector_weight,
+        "rrf_k": settings.retrieve.rrf_k,
+        "chunk_size": settings.index.chunk_size,
+    }
+    short = {name: sum(len(r) < TOP for r in run.values()) for name, run in runs.items()}
+    if len(dataset.corpus) >= TOP and any(short.values()):
+        console.print(f"[dim]queries with fewer than {TOP} documents: {short}")
+    for name, run in runs.items():
+        if run and not any(run.values()):
+            console.print(f"[yellow]warning:[/yellow] the {name} lane found nothing for any query: is it indexed?")
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    return result
