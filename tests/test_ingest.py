@@ -110,3 +110,26 @@ def test_ingest_never_touches_api_documents_and_keeps_edits_until_the_file_chang
     statuses = {v.number: v.status for v in svc.versions(admin, slack.node_id)}
     assert statuses == {3: PUBLISHED, 2: ARCHIVED, 1: ARCHIVED}  # the edit stays in the history
     assert "fs:tools/slack/getting-started.md" in sources(svc, admin, "numbats", 3)
+
+
+def test_keyword_lane_leaves_out_words_most_chunks_contain(tmp_path):
+    from rag.retrieve.keyword import query_terms
+    from rag.service import KnowledgeService, Principal
+    from rag.settings import Settings
+
+    pages = tmp_path / "widgets"
+    pages.mkdir()
+    for i in range(30):
+        (pages / f"w{i}.md").write_text(f"# Widget {i}\n\nEvery widget model {i} ships in a box.\n")
+    (pages / "airship.md").write_text("# Airship\n\nThe zeppelin widget floats like a blimp.\n")
+    with KnowledgeService(Settings(home=tmp_path / "home")) as svc:
+        svc.ensure_workspace("default")
+        admin = Principal.local_admin("default")
+        svc.ingest_directory(admin, pages)
+        with svc.db.session() as session:
+            assert svc.keyword.prune(session, query_terms("widget zeppelin blimp")) == ["zeppelin", "blimp"]
+            assert svc.keyword.prune(session, query_terms("widget box")) == ["widget", "box"]  # two: kept
+            # all three are common: the two rarest stay ("widget" is in every chunk, the others in 30 of 31)
+            assert svc.keyword.prune(session, query_terms("widget box ships")) == ["box", "ships"]
+        hits = svc.search(admin, "widget zeppelin blimp", 3, lanes=("text",)).hits
+        assert hits[0].title == "Airship"

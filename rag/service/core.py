@@ -81,7 +81,7 @@ class KnowledgeService:
             self.db = Database(settings.sqlalchemy_url)
             if self.db.dialect not in ("sqlite", "postgresql"):
                 raise InvalidArgument("the store must be SQLite or PostgreSQL")
-            self.keyword = keyword_lane(self.db.dialect)
+            self.keyword = keyword_lane(self.db.dialect, settings.retrieve.keyword_max_df)
             self.chunker = Chunker(settings.index.chunk_size, settings.index.chunk_overlap)
             self.publisher = Publisher(
                 self.db,
