@@ -44,7 +44,7 @@ class RetrieveSettings(BaseModel):
     vector_weight: float = Field(0.8, ge=0.0, le=2.0)
     candidates: int = Field(100, ge=1, le=1000, description="Hits each lane contributes to fusion.")
     keyword_max_df: float = Field(
-        0.05, gt=0.0, le=1.0,
+        0.2, gt=0.0, le=1.0,
         description="The keyword lane leaves out query words found in more than this share of chunks "
         "(keeping at least the two rarest): they barely move BM25 and cost most of its time. 1.0 keeps all.",
     )
