@@ -27,6 +27,26 @@ from typing import Any
 from benchmarks.fixture100k import DATASETS, source_records
 
 TARGET_RATIO = 0.80
+# Warm-up batches of full-length texts, so both timed runs start with the model's buffers at full size.
+WARMUP_TEXT = " ".join(["retrieval augmented knowledge base chunk with enough words to fill the model"] * 30)
+
+
+class TimedEmbedder:
+    """A pass-through around the service's embedder that adds up the seconds spent in embed()."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed(self, texts: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.inner.embed(texts)
+        finally:
+            self.seconds += time.perf_counter() - started
 
 
 def run(corpus: str, limit: int | None, keep: bool) -> dict[str, Any]:
@@ -43,23 +63,35 @@ def run(corpus: str, limit: int | None, keep: bool) -> dict[str, Any]:
             started = time.perf_counter()
             inner = svc.embedder.inner  # the LocalEmbedder behind the cache
             _ = svc.vector
-            inner.embed(["warm-up sentence"] * inner.batch_size)  # straight to the model: the cache stays empty
+            inner.embed([WARMUP_TEXT] * inner.batch_size)  # straight to the model: the cache stays empty
             result["model_load_seconds"] = round(time.perf_counter() - started, 2)
+            timed = svc.__dict__["embedder"] = TimedEmbedder(svc.embedder)  # the publisher asks the service
+            first_indexing: list[float] = []
+
+            def progress(stage: str, done: int, total: int) -> None:
+                if stage == "indexing" and not first_indexing:
+                    first_indexing.append(time.perf_counter())
 
             started = time.perf_counter()
             if corpus == "handbook":
-                report = svc.ingest_directory(p, DATASETS / "handbook_18f" / "pages", "bench")
+                report = svc.ingest_directory(p, DATASETS / "handbook_18f" / "pages", "bench", progress=progress)
             else:
                 records = source_records("scifact")[:limit] if limit else source_records("scifact")
-                report = svc.ingest_records(p, records, "bench", provider="corpus")
+                report = svc.ingest_records(p, records, "bench", provider="corpus", progress=progress)
             pipeline_s = time.perf_counter() - started
-            misses = svc.embedder.misses
+            misses = timed.inner.misses
+            result["pipeline_stages"] = {
+                "read_parse_chunk_until_indexing_s": round((first_indexing or [started])[0] - started, 2),
+                "embed_s": round(timed.seconds, 2),
+                "other_s": round(pipeline_s - timed.seconds - ((first_indexing or [started])[0] - started), 2),
+            }
+            result["loadavg_1m_after_pipeline"] = round(os.getloadavg()[0], 2)
         with sqlite3.connect(settings.home / "rag.db") as conn:
             texts = [row[0] for row in conn.execute("SELECT text FROM chunk_fts ORDER BY rowid")]
             chunks = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
         raw = LocalEmbedder(batch_size=settings.index.embed_batch_size)
-        raw.embed(["warm-up sentence"] * raw.batch_size)
+        raw.embed([WARMUP_TEXT] * raw.batch_size)
         started = time.perf_counter()
         raw.embed(texts)
         raw_s = time.perf_counter() - started
@@ -93,6 +125,10 @@ def print_table(r: dict[str, Any]) -> None:
             ("raw model, in groups of 512", r["raw_model_groups_512"])]
     for name, s in rows:
         print(f"{name:<38} {r['chunks']:>7} {s['seconds']:>8.2f} {s['chunks_per_s']:>9.1f}")
+    st = r["pipeline_stages"]
+    print(f"pipeline split: {st['read_parse_chunk_until_indexing_s']} s reading+parsing+chunking (before the first "
+          f"embedding), {st['embed_s']} s in embed() (cache lookups + model), {st['other_s']} s writing and the rest; "
+          f"load after the pipeline {r['loadavg_1m_after_pipeline']}")
     verdict = "meets" if r["ratio"] >= TARGET_RATIO else "BELOW"
     print(f"pipeline / raw model: {r['ratio']:.1%} ({verdict} the {TARGET_RATIO:.0%} target)")
 
