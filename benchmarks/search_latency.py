@@ -220,7 +220,7 @@ def profile_stages(svc: Any, principal: Any, warmup: Sequence[str], queries: Seq
                 "SELECT f.rowid, bm25(chunk_fts) AS r FROM chunk_fts AS f JOIN chunks AS c ON c.id = f.rowid "
                 "JOIN document_versions AS v ON v.id = c.version_id WHERE chunk_fts MATCH ? AND +v.status = 'published' "
                 "ORDER BY r LIMIT ?", depth),
-            "  what-if: FTS5 OR without terms in >5% of chunks": sql(
+            "  what-if: FTS5 OR minus terms in >5% chunks": sql(
                 "SELECT rowid, rank FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?", depth, exprs=pruned),
             "  what-if: FTS5 AND of the terms": lambda q: raw_conn.execute(
                 "SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?",
