@@ -1,0 +1,18 @@
+"""Speed benchmarks that print tables (see benchmarks/README.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def write_json(result: object, dest: str | None) -> None:
+    """`--json PATH`: write the result there; '-' prints it to standard output."""
+    if not dest:
+        return
+    text = json.dumps(result, indent=2)
+    if dest == "-":
+        print(text)
+    else:
+        Path(dest).parent.mkdir(parents=True, exist_ok=True)
+        Path(dest).write_text(text)

@@ -14,7 +14,6 @@ reaches at least 80% of the raw model's chunks/s.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sqlite3
@@ -142,13 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = run(args.corpus, args.limit, args.keep)
     print_table(result)
-    if args.json:
-        text = json.dumps(result, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(text)
+    write_json(result, args.json)
     return 0
 
 

@@ -283,13 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         result = measure(scale, args.queries, args.warmup, args.rebuild, args.profile)
         results.append(result)
         print_table(result)
-    if args.json:
-        text = json.dumps(results, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(text)
+    write_json(results, args.json)
     return 0
 
 
