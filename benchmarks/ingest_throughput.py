@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import write_json
 from benchmarks.fixture100k import DATASETS, source_records
 
 TARGET_RATIO = 0.80

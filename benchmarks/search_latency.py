@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from benchmarks import write_json
 from benchmarks.fixture100k import DATASETS, build_100k, build_scifact, chunk_count, open_service, read_jsonl
 
 TARGET_P50_MS = 50.0
