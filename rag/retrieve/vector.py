@@ -13,6 +13,7 @@ from typing import Callable, Sequence, TypeVar
 from urllib.parse import urlparse
 
 import numpy as np
+from chromadb.errors import NotFoundError
 
 from rag.errors import Unavailable
 from rag.retrieve.types import LaneHit, Scope
@@ -64,6 +65,8 @@ def _remote(call: Callable[[], T], what: str, remote: bool) -> T:
         ):
             with attempt:
                 return call()
+    except NotFoundError:  # an answer, not an outage
+        raise
     except Exception as exc:  # noqa: BLE001 - the log has the detail, the caller a clear message
         log.exception("Chroma server call failed: %s", what)
         raise Unavailable("the vector store (Chroma server) is unreachable") from exc
@@ -106,10 +109,12 @@ class ChromaVectorLane:
                 self.remote,
             )
         else:
-            names = {c.name if hasattr(c, "name") else str(c) for c in _remote(self.client.list_collections, "list", self.remote)}
-            if self._name(kb_id) not in names:
+            try:
+                found = _remote(
+                    lambda: self.client.get_collection(self._name(kb_id), embedding_function=None), "open", self.remote
+                )
+            except NotFoundError:  # one direct lookup, not a listing of every collection
                 return None
-            found = _remote(lambda: self.client.get_collection(self._name(kb_id), embedding_function=None), "open", self.remote)
         self._collections[kb_id] = found
         return found
 

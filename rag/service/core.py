@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterator
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from rag.errors import InvalidArgument, NotFound, PermissionDenied, RagError, Unavailable
@@ -494,19 +494,6 @@ class KnowledgeService:
         with self.db.session() as session:
             for i in range(0, len(node_ids), 500):
                 session.query(Node).filter(Node.id.in_(node_ids[i:i + 500])).delete(synchronize_session=False)
-
-    def counts(self, principal: Principal) -> dict[str, int]:
-        with self.db.session() as session:
-            documents = session.scalar(
-                select(func.count()).select_from(Node).where(Node.workspace_id == principal.workspace_id, Node.kind == DOCUMENT)
-            )
-            published = session.scalar(
-                select(func.count())
-                .select_from(DocumentVersion)
-                .join(Node, Node.id == DocumentVersion.node_id)
-                .where(Node.workspace_id == principal.workspace_id, DocumentVersion.status == PUBLISHED)
-            )
-        return {"documents": int(documents or 0), "published": int(published or 0)}
 
     # ----- ingestion (rag/service/ingest.py) -----
 
