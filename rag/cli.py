@@ -1,4 +1,4 @@
-"""The `rag` command: ingest, search, eval. The local CLI is the administrator of its RAG_HOME."""
+"""The `rag` command: ingest, search, ask, eval. The local CLI is the administrator of its RAG_HOME."""
 
 from __future__ import annotations
 
@@ -129,6 +129,42 @@ def search(
         sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
     else:
         sys.stdout.write(text + "\n")
+
+
+@app.command()
+def ask(
+    question: str = typer.Argument(..., help="The question to answer."),
+    kb: Optional[str] = typer.Option(None, "--kb", help="Answer from one knowledge base (default: all of them)."),
+    workspace: str = typer.Option("default", "--workspace", "-w"),
+    history: Optional[Path] = typer.Option(
+        None, "--history", help='JSON file with the earlier conversation: [{"role": "user", "content": "…"}, …].'
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the JSON result."),
+) -> None:
+    """A cited answer from the published documents (a model's, or extractive when none is configured)."""
+    from rag.render import answer_response, sources_text
+
+    messages = None
+    if history is not None:
+        try:
+            messages = json.loads(history.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            _error(f"cannot read the conversation history {history}: {exc}")
+            raise typer.Exit(2) from None
+    with service(writer=False) as svc:
+        principal = _principal(svc, workspace)
+        if json_out:
+            answer = svc.ask(principal, question, kb_name=kb, history=messages)
+            payload, _ = answer_response(answer, svc.settings.retrieve.excerpt_chars)
+            sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
+            return
+        for event in svc.ask_stream(principal, question, kb_name=kb, history=messages):
+            if event.kind == "delta":
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+            elif event.kind == "done" and event.answer is not None:
+                tail = f"\n\n{sources_text(event.answer.sources)}" if event.answer.sources else ""
+                sys.stdout.write(tail + "\n")
 
 
 try:  # the evaluation commands live with the harness in evals/

@@ -1,11 +1,14 @@
-"""Output shapes shared by the surfaces: search results as JSON-ready dicts and as the text block
-of knowledge_search_and_ask.txt, kept under 50,000 characters."""
+"""Output shapes shared by the surfaces: search results and answers as JSON-ready dicts and as the
+text blocks of knowledge_search_and_ask.txt (search results kept under 50,000 characters)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag.retrieve.types import Hit
+
+if TYPE_CHECKING:
+    from rag.synthesize.types import Answer, Source
 
 MAX_RESPONSE_CHARS = 50_000
 NO_RESULTS = "No results found."
@@ -52,3 +55,49 @@ def search_response(query: str, hits: list[Hit], excerpt_chars: int = 2000) -> t
     if dropped:
         text += f"\n\n[…{dropped} more results truncated]"
     return {"query": query, "results": results, "truncated": dropped > 0}, text
+
+
+def source_payload(source: "Source", excerpt_chars: int = 2000) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "source_id": source.source_id,
+        "document_id": source.document_id,
+        "title": source.title,
+        "score": round(source.score, 6),
+    }
+    if source.source:
+        payload["source"] = source.source
+    payload["excerpt"] = source.first.excerpt(excerpt_chars)
+    # Every cited excerpt, so a reader can find the quoted text in that version of the document.
+    payload["excerpts"] = [
+        {
+            "version": hit.version,
+            "heading_path": list(hit.heading_path),
+            "char_start": hit.char_start,
+            "char_end": hit.char_end,
+            "text": hit.excerpt(excerpt_chars),
+        }
+        for hit in source.hits
+    ]
+    return payload
+
+
+def answer_response(answer: "Answer", excerpt_chars: int = 2000) -> tuple[dict[str, Any], str]:
+    """ask_knowledge's result and its text block: the answer, then `Sources:` lines when it cites any."""
+    payload = {
+        "answer": answer.text,
+        "sources": [source_payload(s, excerpt_chars) for s in answer.sources],
+        "synthesizer": answer.synthesizer,
+        "abstained": answer.abstained,
+    }
+    return payload, answer_text(answer)
+
+
+def sources_text(sources: "list[Source]") -> str:
+    lines = [f"[{s.number}] {s.title} ({s.document_id}, score {s.score:.4f})" for s in sources]
+    return "Sources:\n" + "\n".join(lines)
+
+
+def answer_text(answer: "Answer") -> str:
+    if not answer.sources:
+        return answer.text
+    return f"{answer.text}\n\n{sources_text(answer.sources)}"

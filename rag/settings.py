@@ -11,7 +11,7 @@ from functools import cached_property
 from pathlib import Path
 
 import platformdirs
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LOCAL_EMBED_MODEL = "local:all-MiniLM-L6-v2"
@@ -55,6 +55,41 @@ class RetrieveSettings(BaseModel):
         return 2.0 - self.vector_weight
 
 
+class LLMSettings(BaseModel):
+    """Model calls through litellm (the model itself is ``RAG_LLM_MODEL``)."""
+
+    fallbacks: list[str] = Field(
+        default_factory=list, description="Models tried in order when the main one keeps failing (JSON list)."
+    )
+    api_base: str | None = Field(None, description="Base URL of an OpenAI-compatible server, Ollama or vLLM.")
+    api_key: SecretStr | None = Field(None, description="API key; default: the provider's own variable.")
+    timeout: float = Field(60.0, gt=0, description="Seconds one request may take.")
+    deadline: float = Field(120.0, gt=0, description="Seconds all attempts and fallbacks together may take.")
+    max_attempts: int = Field(4, ge=1, le=20, description="Attempts per model on transient failures.")
+    backoff_initial: float = Field(1.0, ge=0, description="First wait between attempts, doubled each time.")
+    backoff_max: float = Field(8.0, ge=0)
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(1024, ge=16, le=32768)
+    mock_response: str | None = Field(
+        None, description="Tests and demos: litellm returns this text instead of calling the model."
+    )
+
+
+class AnswerSettings(BaseModel):
+    """The synthesis stage: which excerpts an answer draws on and when it abstains."""
+
+    excerpts: int = Field(8, ge=1, le=25, description="Retrieved excerpts numbered for the answer.")
+    min_similarity: float = Field(
+        0.35, ge=-1.0, le=1.0,
+        description="Abstain unless some excerpt's vector similarity to the question reaches this...",
+    )
+    min_coverage: float = Field(
+        0.75, ge=0.0, le=1.0,
+        description="...or some excerpt holds this share of the question's words (stemmed, stop words out).",
+    )
+    extractive_sentences: int = Field(3, ge=1, le=10, description="Sentences in an extractive answer.")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="RAG_", env_nested_delimiter="__", extra="ignore", validate_default=True
@@ -74,6 +109,8 @@ class Settings(BaseSettings):
         None, description="SQLite file caching embeddings by model and text; default: home/embeddings.sqlite."
     )
     llm_model: str | None = Field(None, description="litellm model name for synthesis; none: extractive.")
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    answer: AnswerSettings = Field(default_factory=AnswerSettings)
     default_workspace: str = "default"
     default_kb: str = "default"
     index: IndexSettings = Field(default_factory=IndexSettings)

@@ -96,7 +96,7 @@ class SqliteKeywordLane(_IndexTable):
         does not cost quality (docs/benchmarks.md); 0.05 was faster but lost 0.03 nDCG@10."""
         if self.max_df >= 1.0 or len(terms) <= 2:
             return terms
-        stems = {term: _porter(term) for term in terms}
+        stems = {term: porter_stem(term) for term in terms}
         marks = ", ".join(f":s{i}" for i in range(len(stems)))
         df = dict(session.execute(
             text(f"SELECT term, doc FROM chunk_fts_vocab WHERE term IN ({marks})"),
@@ -241,7 +241,7 @@ def _stemmer():
 
 
 @lru_cache(maxsize=65536)
-def _porter(word: str) -> str:
+def porter_stem(word: str) -> str:
     return _stemmer().stem(word)
 
 

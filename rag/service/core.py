@@ -9,7 +9,10 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    from rag.models.llm import ChatModel
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -24,6 +27,9 @@ from rag.retrieve.vector import ChromaVectorLane, open_chroma_client
 from rag.service.principal import ACCESS_ALL, ACCESS_FOLDERS, Principal
 from rag.service.publish import Progress, Publisher
 from rag.settings import Settings
+from rag.synthesize.conversation import standalone_question, validate_history
+from rag.synthesize.relevance import relevant_hits
+from rag.synthesize.types import Answer, AnswerEvent
 from rag.store.db import Database
 from rag.store.lock import HomeLock
 from rag.store.models import (
@@ -43,6 +49,7 @@ log = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 4000
 MAX_NAME_CHARS = 255
+NOTHING_FOUND = "The knowledge base has nothing on this question."
 
 
 def clamp_limit(value: object, default: int = 10, low: int = 1, high: int = 25) -> int:
@@ -116,6 +123,22 @@ class KnowledgeService:
     @cached_property
     def retriever(self) -> Retriever:
         return Retriever(self.db, self.embedder, self.vector, self.keyword, self.settings.retrieve)
+
+    @cached_property
+    def chat_model(self) -> "ChatModel | None":
+        from rag.models.llm import build_chat_model
+
+        return build_chat_model(self.settings)
+
+    @cached_property
+    def synthesizer(self):
+        if self.chat_model is not None:
+            from rag.synthesize.generative import LLMSynthesizer
+
+            return LLMSynthesizer(self.chat_model, self.settings.retrieve.excerpt_chars)
+        from rag.synthesize.extractive import ExtractiveSynthesizer
+
+        return ExtractiveSynthesizer(self.embedder, self.settings.answer)
 
     def close(self) -> None:
         db = self.__dict__.get("db")
@@ -275,6 +298,14 @@ class KnowledgeService:
 
     # ----- search -----
 
+    @staticmethod
+    def _check_query(query: object) -> str:
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidArgument("`query` must be a non-empty string")
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidArgument(f"`query` must be at most {MAX_QUERY_CHARS} characters")
+        return query
+
     def search(
         self,
         principal: Principal,
@@ -283,10 +314,7 @@ class KnowledgeService:
         kb_name: str | None = None,
         lanes: tuple[str, ...] = LANES,
     ) -> SearchResult:
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidArgument("`query` must be a non-empty string")
-        if len(query) > MAX_QUERY_CHARS:
-            raise InvalidArgument(f"`query` must be at most {MAX_QUERY_CHARS} characters")
+        self._check_query(query)
         if limit < 1:
             raise InvalidArgument("`limit` must be at least 1")
         scope = self.scope(principal, kb_name)
@@ -297,6 +325,69 @@ class KnowledgeService:
             raise
         self.record(principal, "search", kb_name, "ok", {"results": len(hits), "query_chars": len(query)})
         return SearchResult(query=query, hits=hits)
+
+    # ----- answers -----
+
+    def _prepare_answer(
+        self, principal: Principal, query: str, kb_name: str | None, history: Any
+    ) -> tuple[str, list[Hit]]:
+        """The standalone question and the retrieved excerpts that are about it (none: abstain)."""
+        self._check_query(query)
+        messages = validate_history(history)
+        scope = self.scope(principal, kb_name)
+        try:
+            question = standalone_question(query, messages, self.chat_model)
+            hits = self.retriever.retrieve(question, scope, self.settings.answer.excerpts)
+        except RagError:
+            self.record(principal, "ask", kb_name, "error")
+            raise
+        return question, relevant_hits(question, hits, self.settings.answer)
+
+    def _abstain(self, question: str) -> Answer:
+        return Answer(NOTHING_FOUND, [], synthesizer=self.synthesizer.name, abstained=True, question=question)
+
+    def _record_answer(self, principal: Principal, kb_name: str | None, query: str, answer: Answer) -> None:
+        self.record(principal, "ask", kb_name, "ok", {
+            "sources": len(answer.sources), "synthesizer": answer.synthesizer,
+            "abstained": answer.abstained, "query_chars": len(query),
+        })
+
+    def ask(self, principal: Principal, query: str, kb_name: str | None = None, history: Any = None) -> Answer:
+        """A cited answer. Nothing relevant retrieved: the answer says so and no model is called."""
+        question, hits = self._prepare_answer(principal, query, kb_name, history)
+        try:
+            answer = self.synthesizer.answer(question, hits) if hits else self._abstain(question)
+        except RagError:
+            self.record(principal, "ask", kb_name, "error")
+            raise
+        self._record_answer(principal, kb_name, query, answer)
+        return answer
+
+    def ask_stream(
+        self, principal: Principal, query: str, kb_name: str | None = None, history: Any = None
+    ) -> Iterator[AnswerEvent]:
+        """The same answer as ask(), as events: deltas, then sources, then done. Bad input raises
+        here, before the first event; a failure of the model raises from the iterator."""
+        question, hits = self._prepare_answer(principal, query, kb_name, history)
+
+        def events() -> Iterator[AnswerEvent]:
+            if not hits:
+                answer = self._abstain(question)
+                yield AnswerEvent("delta", text=answer.text)
+                yield AnswerEvent("sources", answer=answer)
+                yield AnswerEvent("done", answer=answer)
+                self._record_answer(principal, kb_name, query, answer)
+                return
+            try:
+                for event in self.synthesizer.stream(question, hits):
+                    if event.kind == "done" and event.answer is not None:
+                        self._record_answer(principal, kb_name, query, event.answer)
+                    yield event
+            except RagError:
+                self.record(principal, "ask", kb_name, "error")
+                raise
+
+        return events()
 
     # ----- nodes, documents and versions -----
 

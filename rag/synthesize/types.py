@@ -1,0 +1,58 @@
+"""What the synthesis stage returns: an answer, its sources in citation order, and stream events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rag.retrieve.types import Hit
+
+
+@dataclass
+class Source:
+    """One cited document. Several cited excerpts of one document share its number."""
+
+    number: int
+    hits: list[Hit]  # the cited excerpts of this document, in order of first citation
+
+    @property
+    def first(self) -> Hit:
+        return self.hits[0]
+
+    @property
+    def source_id(self) -> str:
+        return self.first.source_id
+
+    @property
+    def document_id(self) -> str:
+        return self.first.source_id
+
+    @property
+    def title(self) -> str:
+        return self.first.title
+
+    @property
+    def source(self) -> str | None:
+        return self.first.source
+
+    @property
+    def score(self) -> float:
+        return max(hit.score for hit in self.hits)
+
+
+@dataclass
+class Answer:
+    text: str
+    sources: list[Source] = field(default_factory=list)
+    synthesizer: str = "extractive"
+    abstained: bool = False
+    question: str = ""  # the standalone question retrieval used (after a conversation rewrite)
+
+
+@dataclass
+class AnswerEvent:
+    """A streamed answer: text deltas, then the sources, then done (carrying the whole answer)."""
+
+    kind: Literal["delta", "sources", "done"]
+    text: str = ""
+    answer: Answer | None = None
