@@ -80,7 +80,7 @@ class AnswerSettings(BaseModel):
 
     excerpts: int = Field(8, ge=1, le=25, description="Retrieved excerpts numbered for the answer.")
     min_similarity: float = Field(
-        0.35, ge=-1.0, le=1.0,
+        0.30, ge=-1.0, le=1.0,
         description="Abstain unless some excerpt's vector similarity to the question reaches this...",
     )
     min_coverage: float = Field(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -77,3 +78,50 @@ def test_a_second_writer_is_refused_with_the_holder_named(cli_home):
         result = rag(home, "ingest", str(pages))
     assert result.returncode == 3
     assert f"in use by process {os.getpid()}" in result.stderr
+
+
+def test_ask_json_text_and_errors(cli_home):
+    home, _ = cli_home
+    question = "How much annual leave do I earn each pay period?"
+    result = rag(home, "ask", question, "--json")
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert set(payload) == {"answer", "sources", "synthesizer", "abstained"} and payload["synthesizer"] == "extractive"
+    first = payload["sources"][0]
+    assert {"source_id", "document_id", "title", "score", "source", "excerpt", "excerpts"} <= set(first)
+    assert first["document_id"] == first["source_id"] == "fs:default:default:travel-and-leave/leave.md"
+    assert first["excerpts"][0]["version"] == 1 and first["excerpts"][0]["char_end"] > first["excerpts"][0]["char_start"]
+
+    text = rag(home, "ask", question).stdout
+    answer, sources = text.rstrip("\n").split("\n\nSources:\n")
+    assert answer == payload["answer"]
+    lines = sources.splitlines()
+    assert len(lines) == len(payload["sources"])
+    assert re.fullmatch(r"\[1\] .+ \(fs:default:default:travel-and-leave/leave\.md, score 0\.\d{4}\)", lines[0])
+
+    nothing = rag(home, "ask", "What is the capital of Mongolia?")
+    assert nothing.returncode == 0 and nothing.stdout == "The knowledge base has nothing on this question.\n"
+    empty = rag(home, "ask", "  ")
+    assert empty.returncode == 2 and empty.stderr == "error: `query` must be a non-empty string\n"
+
+
+def test_ask_with_a_model_and_when_the_model_is_down(cli_home, tmp_path):
+    home, _ = cli_home
+    env = {"RAG_LLM_MODEL": "openai/gpt-4o-mini", "RAG_LLM__MOCK_RESPONSE": "You earn 4 hours [1]."}
+    ok = rag_env(home, env, "ask", "How much annual leave do I earn?", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["synthesizer"] == "llm:openai/gpt-4o-mini"
+    history = tmp_path / "history.json"
+    history.write_text("[{\"role\": \"user\"}]")
+    bad = rag_env(home, env, "ask", "And sick leave?", "--history", str(history))
+    assert bad.returncode == 2 and "history[0]" in bad.stderr
+    down = {**env, "RAG_LLM__MOCK_RESPONSE": "litellm.RateLimitError", "RAG_LLM__MAX_ATTEMPTS": "1"}
+    failed = rag_env(home, down, "ask", "How much annual leave do I earn?")
+    assert failed.returncode == 1
+    assert failed.stderr.startswith("error: the language model is unavailable (rate limited")
+    assert "Traceback" not in failed.stderr and "annual leave" not in failed.stderr
+
+
+def rag_env(home: Path, extra: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RAG_HOME": str(home), **extra}
+    return subprocess.run([sys.executable, "-m", "rag.cli", *args], capture_output=True, text=True, env=env, timeout=600)

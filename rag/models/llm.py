@@ -36,8 +36,15 @@ def _litellm() -> Any:
     """Imported on first call: the import takes seconds, and most commands never talk to a model."""
     import litellm
 
-    # Its "Give Feedback / Get Help" banner goes to stdout, which the CLI and MCP server own.
+    # Its "Give Feedback / Get Help" banner and its INFO lines go to stdout, which the CLI and the
+    # MCP server own: its records go to our log file instead, warnings and up.
     litellm.suppress_debug_info = True
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.propagate = True
+        logger.setLevel(logging.WARNING)
     return litellm
 
 

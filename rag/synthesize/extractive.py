@@ -32,6 +32,7 @@ _MAX_ANSWER_CHARS = 1200
 class Candidate:
     excerpt: int  # 1-based number of the excerpt the sentence comes from
     text: str
+    context: str = ""  # the section heading it sits under, which says what "it" and "this" are
     score: float = 0.0
     similarity: float = 0.0
     vector: np.ndarray | None = None
@@ -90,20 +91,25 @@ class ExtractiveSynthesizer:
         self.settings = settings
 
     def candidates(self, question: str, hits: Sequence[Hit]) -> list[Candidate]:
-        found = [Candidate(i, s) for i, hit in enumerate(hits, start=1) for s in split_sentences(hit.text)]
-        if not found:  # excerpts of lists and short lines only: take what there is
-            found = [Candidate(i, s) for i, hit in enumerate(hits, start=1) for s in split_sentences(hit.text, 2)]
+        def sentences(min_words: int) -> list[Candidate]:
+            return [
+                Candidate(i, s, hit.heading_path[-1] if hit.heading_path else "")
+                for i, hit in enumerate(hits, start=1)
+                for s in split_sentences(hit.text, min_words)
+            ]
+
+        found = sentences(5) or sentences(2)  # excerpts of lists and short lines only: take what there is
         if not found:
             return []
         query = self.embedder.embed_query(question)
-        vectors = self.embedder.embed([c.text for c in found])
+        vectors = self.embedder.embed([f"{c.context}: {c.text}" if c.context else c.text for c in found])
         query = query / (np.linalg.norm(query) or 1.0)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors = vectors / np.where(norms == 0, 1.0, norms)
         similarity = vectors @ query
         wanted = question_stems(question)
         for c, sim, vector in zip(found, similarity, vectors):
-            overlap = len(wanted & stems(c.text)) / len(wanted) if wanted else 0.0
+            overlap = len(wanted & stems(f"{c.context} {c.text}")) / len(wanted) if wanted else 0.0
             prior = 0.05 * (1 - (c.excerpt - 1) / len(hits))  # the retriever's order breaks near-ties
             c.similarity = float(sim)
             c.score = float(sim) + 0.25 * overlap + prior

@@ -1,0 +1,131 @@
+"""Everyday questions over the 18F handbook, asked through the ask pipeline: does the answer come
+from the right page, does it hold the fact, are its citations valid, does it abstain when the
+handbook has nothing, and how long does it take.
+
+The questions are evals/fixtures/handbook_questions.yaml: answerable ones with the page(s) that
+answer them and short facts copied from the page, and unanswerable ones marked off-topic or
+near-topic.
+Near-topic questions sound like workplace questions the handbook does not answer; no similarity
+threshold can refuse them (their excerpts are about the same things), so they are reported apart.
+
+    python -m evals.handbook_ask [--home DIR] [--model MODEL --mock-response TEXT] [--json PATH]
+
+With ``--model`` and ``--mock-response`` the litellm path runs with litellm's mock response: the
+table then gives the time spent outside the model (retrieval, prompt, citations), not answer quality.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+QUESTIONS = REPO / "evals" / "fixtures" / "handbook_questions.yaml"
+HANDBOOK = REPO.parent / "shared" / "datasets" / "handbook_18f" / "pages"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def citations_valid(answer: Any) -> bool:
+    """Every [n] in the text names a source, sources are 1..k, and each is cited."""
+    numbers = [int(n) for n in re.findall(r"\[(\d+)\]", answer.text)]
+    return sorted(set(numbers)) == [s.number for s in answer.sources] == list(range(1, len(answer.sources) + 1))
+
+
+def load_questions() -> dict[str, list[dict[str, Any]]]:
+    return yaml.safe_load(QUESTIONS.read_text())
+
+
+def score(svc: Any, principal: Any, data: dict[str, list[dict[str, Any]]], repeats: int = 1) -> dict[str, Any]:
+    """Ask every question through ``svc.ask`` and score the answers (timed, warm)."""
+    rows: list[dict[str, Any]] = []
+    latencies: list[float] = []
+    svc.ask(principal, "warm up: how do I request leave?")  # model load, caches
+    for kind in ("answerable", "unanswerable"):
+        for q in data[kind]:
+            for _ in range(repeats):
+                start = time.perf_counter()
+                answer = svc.ask(principal, q["question"])
+                latencies.append((time.perf_counter() - start) * 1000)
+            pages = [":" + p for p in q.get("pages", [])]
+            rows.append({
+                "id": q["id"],
+                "kind": q.get("kind", kind),
+                "abstained": answer.abstained,
+                "right_page": bool(answer.sources) and answer.sources[0].source_id.endswith(tuple(pages or ["\0"])),
+                "cited_right_page": any(s.source_id.endswith(p) for s in answer.sources for p in pages),
+                "fact": any(f.lower() in answer.text.lower() for f in q.get("facts", [])),
+                "valid": citations_valid(answer),
+                "answer": answer.text,
+            })
+    answerable = [r for r in rows if r["kind"] == "answerable"]
+    share = lambda rs, key: sum(bool(r[key]) for r in rs) / len(rs) if rs else 0.0  # noqa: E731
+    return {
+        "synthesizer": svc.synthesizer.name,
+        "answerable": len(answerable),
+        "answered": 1 - share(answerable, "abstained"),
+        "first_source_right_page": share(answerable, "right_page"),
+        "cites_right_page": share(answerable, "cited_right_page"),
+        "contains_fact": share(answerable, "fact"),
+        "citations_valid": share(rows, "valid"),
+        "off_topic_abstained": share([r for r in rows if r["kind"] == "off-topic"], "abstained"),
+        "near_topic_abstained": share([r for r in rows if r["kind"] == "near-topic"], "abstained"),
+        "asks_timed": len(latencies),
+        "latency_p50_ms": round(statistics.median(latencies), 1),
+        "latency_p95_ms": round(percentile(latencies, 0.95), 1),
+        "rows": rows,
+    }
+
+
+def run(home: Path, model: str | None, mock: str | None, repeats: int) -> dict[str, Any]:
+    import rag  # noqa: F401  (process defaults first)
+    from rag.service import KnowledgeService, Principal
+    from rag.settings import LLMSettings, Settings
+
+    settings = Settings(home=home)
+    principal = Principal.local_admin("default")
+    if not (home / "rag.db").exists():
+        with KnowledgeService(settings) as writer:
+            writer.ensure_workspace("default")
+            print(f"ingesting {HANDBOOK} …", file=sys.stderr)
+            writer.ingest_directory(principal, HANDBOOK)
+    if model:
+        settings = settings.model_copy(update={"llm_model": model, "llm": LLMSettings(mock_response=mock)})
+    with KnowledgeService(settings, writer=False) as svc:
+        return score(svc, principal, load_questions(), repeats)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--home", type=Path, help="RAG_HOME to use (ingested on first use); default: a temporary one")
+    parser.add_argument("--model", help="litellm model name (with --mock-response: the litellm path, mocked)")
+    parser.add_argument("--mock-response", help="the text litellm returns instead of calling the model")
+    parser.add_argument("--repeats", type=int, default=1, help="asks per question, for the latency figures")
+    parser.add_argument("--json", dest="json_out", help="write the result (with every answer) to PATH, '-' for stdout")
+    args = parser.parse_args(argv)
+    from benchmarks import write_json
+
+    with tempfile.TemporaryDirectory() as scratch:
+        result = run(args.home or Path(scratch) / "home", args.model, args.mock_response, args.repeats)
+    print(f"\nhandbook questions, synthesizer {result['synthesizer']}")
+    print("| metric | value |\n| --- | --- |")
+    for key, value in result.items():
+        if key not in ("rows", "synthesizer"):
+            print(f"| {key} | {value:.3f} |" if isinstance(value, float) and value <= 1 else f"| {key} | {value} |")
+    write_json(result, args.json_out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
