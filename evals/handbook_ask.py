@@ -8,7 +8,8 @@ near-topic.
 Near-topic questions sound like workplace questions the handbook does not answer; no similarity
 threshold can refuse them (their excerpts are about the same things), so they are reported apart.
 
-    python -m evals.handbook_ask [--home DIR] [--model MODEL --mock-response TEXT] [--json PATH]
+    python -m evals.handbook_ask [--home DIR] [--repeats N] [--no-sentence-cache]
+                                 [--model MODEL --mock-response TEXT] [--json PATH]
 
 With ``--model`` and ``--mock-response`` the litellm path runs with litellm's mock response: the
 table then gives the time spent outside the model (retrieval, prompt, citations), not answer quality.
@@ -88,7 +89,7 @@ def score(svc: Any, principal: Any, data: dict[str, list[dict[str, Any]]], repea
     }
 
 
-def run(home: Path, model: str | None, mock: str | None, repeats: int) -> dict[str, Any]:
+def run(home: Path, model: str | None, mock: str | None, repeats: int, sentence_cache: bool = True) -> dict[str, Any]:
     import rag  # noqa: F401  (process defaults first)
     from rag.service import KnowledgeService, Principal
     from rag.settings import LLMSettings, Settings
@@ -103,6 +104,9 @@ def run(home: Path, model: str | None, mock: str | None, repeats: int) -> dict[s
     if model:
         settings = settings.model_copy(update={"llm_model": model, "llm": LLMSettings(mock_response=mock)})
     with KnowledgeService(settings, writer=False) as svc:
+        if not sentence_cache and not model:
+            # Embed the excerpts' sentences every time, as for a question never asked before.
+            svc.synthesizer.embedder = getattr(svc.embedder, "inner", svc.embedder)
         return score(svc, principal, load_questions(), repeats)
 
 
@@ -112,12 +116,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", help="litellm model name (with --mock-response: the litellm path, mocked)")
     parser.add_argument("--mock-response", help="the text litellm returns instead of calling the model")
     parser.add_argument("--repeats", type=int, default=1, help="asks per question, for the latency figures")
+    parser.add_argument("--no-sentence-cache", action="store_true",
+                        help="extractive: embed the sentences on every ask (a question never asked before)")
     parser.add_argument("--json", dest="json_out", help="write the result (with every answer) to PATH, '-' for stdout")
     args = parser.parse_args(argv)
     from benchmarks import write_json
 
     with tempfile.TemporaryDirectory() as scratch:
-        result = run(args.home or Path(scratch) / "home", args.model, args.mock_response, args.repeats)
+        result = run(
+            args.home or Path(scratch) / "home", args.model, args.mock_response, args.repeats,
+            sentence_cache=not args.no_sentence_cache,
+        )
     print(f"\nhandbook questions, synthesizer {result['synthesizer']}")
     print("| metric | value |\n| --- | --- |")
     for key, value in result.items():

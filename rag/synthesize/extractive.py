@@ -33,6 +33,7 @@ class Candidate:
     excerpt: int  # 1-based number of the excerpt the sentence comes from
     text: str
     context: str = ""  # the section heading it sits under, which says what "it" and "this" are
+    position: int = 0  # order within its excerpt
     score: float = 0.0
     similarity: float = 0.0
     vector: np.ndarray | None = None
@@ -74,9 +75,19 @@ def split_sentences(text: str, min_words: int = 5) -> list[str]:
 
 
 def _with_citation(sentence: str, number: int) -> str:
+    sentence = sentence.rstrip(";,: ")
+    sentence = sentence[0].upper() + sentence[1:]  # a list item cut from its lead-in
     if sentence[-1] in ".!?":
         return f"{sentence[:-1]} [{number}]{sentence[-1]}"
     return f"{sentence} [{number}]."
+
+
+def reading_order(chosen: list[Candidate]) -> list[Candidate]:
+    """The best sentence's excerpt first; within an excerpt, sentences in the order they are written."""
+    first_rank = {}
+    for rank, c in enumerate(chosen):
+        first_rank.setdefault(c.excerpt, rank)
+    return sorted(chosen, key=lambda c: (first_rank[c.excerpt], c.position))
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:
@@ -93,9 +104,9 @@ class ExtractiveSynthesizer:
     def candidates(self, question: str, hits: Sequence[Hit]) -> list[Candidate]:
         def sentences(min_words: int) -> list[Candidate]:
             return [
-                Candidate(i, s, hit.heading_path[-1] if hit.heading_path else "")
+                Candidate(i, s, hit.heading_path[-1] if hit.heading_path else "", position)
                 for i, hit in enumerate(hits, start=1)
-                for s in split_sentences(hit.text, min_words)
+                for position, s in enumerate(split_sentences(hit.text, min_words))
             ]
 
         found = sentences(5) or sentences(2)  # excerpts of lists and short lines only: take what there is
@@ -137,7 +148,7 @@ class ExtractiveSynthesizer:
         return chosen
 
     def stream(self, question: str, hits: Sequence[Hit]) -> Iterator[AnswerEvent]:
-        chosen = self.select(self.candidates(question, hits))
+        chosen = reading_order(self.select(self.candidates(question, hits)))
         citations = CitationStream(hits)
         if chosen:
             text = citations.process(" ".join(_with_citation(c.text, c.excerpt) for c in chosen))
