@@ -61,11 +61,17 @@ def source_records(source: str) -> list[dict]:
     raise ValueError(source)
 
 
-def open_service(home: Path, writer: bool = True):
+def open_service(home: Path, writer: bool = True, keyword_engine: str | None = None):
+    """The fixture's service; a writer fills a keyword engine's index from the chunks on opening."""
     from rag.service import KnowledgeService
     from rag.settings import Settings
 
-    return KnowledgeService(Settings(home=home, embed_cache=EMBED_CACHE), writer=writer)
+    settings = Settings(home=home, embed_cache=EMBED_CACHE)
+    if keyword_engine:
+        settings = settings.model_copy(
+            update={"retrieve": settings.retrieve.model_copy(update={"keyword_engine": keyword_engine})}
+        )
+    return KnowledgeService(settings, writer=writer)
 
 
 def chunk_count(home: Path) -> int:

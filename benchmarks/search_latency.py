@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from benchmarks import write_json
+from rag.retrieve.published import published_ids
 from benchmarks.fixture100k import DATASETS, build_100k, build_scifact, chunk_count, open_service, read_jsonl
 
 TARGET_P50_MS = 50.0
@@ -81,7 +82,7 @@ def llama_embedding(embedder: Any):
     return RagEmbedding(embedder)
 
 
-def llama_retriever(home: Path, embedder: Any, rebuild: bool = False):
+def llama_retriever(home: Path, svc: Any, rebuild: bool = False):
     """A VectorStoreIndex over its own Chroma collection in ``home/llama_chroma``, built once and cached."""
     import chromadb
     from chromadb.config import Settings as ChromaSettings
@@ -100,11 +101,12 @@ def llama_retriever(home: Path, embedder: Any, rebuild: bool = False):
         embedding_function=None,
     )
     store = ChromaVectorStore(chroma_collection=collection)
+    embedder = svc.embedder
     embed_model = llama_embedding(embedder)
     if rebuild or not marker.exists():
         started = time.perf_counter()
-        with sqlite3.connect(home / "rag.db") as conn:
-            rows = conn.execute("SELECT rowid, text FROM chunk_fts ORDER BY rowid").fetchall()
+        with svc.db.session() as session:  # the texts our lanes indexed, heading path included
+            rows = [(chunk_id, text) for chunk_id, text, _, _ in svc.publisher.indexed_rows(session)]
         index = VectorStoreIndex(nodes=[], storage_context=StorageContext.from_defaults(vector_store=store),
                                  embed_model=embed_model)
         for i in range(0, len(rows), 5000):
@@ -144,17 +146,19 @@ def load_snapshot() -> dict[str, Any]:
     return {"loadavg_1m": round(os.getloadavg()[0], 2), "busy_processes": busy}
 
 
-def measure(scale: str, n: int, warmup_n: int, rebuild: bool, profile: bool) -> dict[str, Any]:
+def measure(scale: str, n: int, warmup_n: int, rebuild: bool, profile: bool, engine: str) -> dict[str, Any]:
     from rag.service import Principal
 
     home = build_scifact(rebuild) if scale == "scifact" else build_100k(rebuild)
     warmup, queries = load_queries(n, warmup_n)
-    result: dict[str, Any] = {"scale": scale, "home": str(home), "chunks": chunk_count(home), "queries": len(queries)}
-    with open_service(home) as svc:  # a writer: opening reconciles the vector lane with the store
+    result: dict[str, Any] = {
+        "scale": scale, "home": str(home), "chunks": chunk_count(home), "queries": len(queries), "keyword_engine": engine,
+    }
+    with open_service(home, keyword_engine=engine) as svc:  # a writer: opening reconciles both lanes with the store
         p = Principal.local_admin("default")
         scope = svc.scope(p)
         retriever = svc.retriever  # the model loads on the first warm-up query
-        llama = llama_retriever(home, svc.embedder, rebuild)
+        llama = llama_retriever(home, svc, rebuild)
         result["load_before"] = load_snapshot()
         variants: dict[str, Callable[[str], object]] = {
             "ours (svc.search)": lambda q: svc.search(p, q, limit=10),
@@ -187,16 +191,17 @@ def profile_stages(svc: Any, principal: Any, warmup: Sequence[str], queries: Seq
     raw_conn = sqlite3.connect(svc.settings.home / "rag.db")
     kb_ids = [kb for kb in scope.kb_ids if svc.vector.collection(kb) is not None]
 
-    # Terms in more than 5% of the chunks add little to BM25 (low IDF) and most of the cost.
+    # Terms in more than 5% of the chunks add little to BM25 (low IDF) and most of FTS5's cost.
+    fts = svc.settings.retrieve.keyword_engine == "fts5"
     chunks = raw_conn.execute("SELECT count(*) FROM chunk_fts").fetchone()[0]
     df: dict[str, int] = {}
-    for q in everything:
+    for q in everything if fts else []:
         for t in query_terms(q):
             if t not in df:
                 df[t] = raw_conn.execute("SELECT count(*) FROM chunk_fts WHERE chunk_fts MATCH ?",
                                          (match_expression([t]),)).fetchone()[0]
     pruned = {q: match_expression([t for t in query_terms(q) if df[t] <= 0.05 * chunks] or query_terms(q)[:1])
-              for q in matches}
+              for q in matches} if fts else {}
 
     def sql(statement: str, *args: object, exprs: dict[str, str] = matches) -> Callable[[str], object]:
         return lambda q: raw_conn.execute(statement, (exprs[q], *args)).fetchall() if q in exprs else []
@@ -214,7 +219,7 @@ def profile_stages(svc: Any, principal: Any, warmup: Sequence[str], queries: Seq
             "embed_query": lambda q: svc.embedder.embed_query(q),
             f"chroma search, {len(scope.kb_ids)} kbs in scope (k={depth + 16})": lambda q: svc.vector.search(vectors[q], scope, depth + 16),
             "  what-if: one query with a kb where-filter": where_filtered,
-            "published-ids check (k ids)": lambda q: retriever._published_ids(session, raw_ids[q]),
+            "published-ids check (k ids)": lambda q: published_ids(session, raw_ids[q]),
             f"keyword lane search (k={depth})": lambda q: svc.keyword.search(session, q, scope, depth),
             "  what-if: FTS5 OR ranked alone": sql("SELECT rowid, rank FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?", depth),
             "  what-if: FTS5 OR + joins, exact scope": sql(
@@ -232,12 +237,14 @@ def profile_stages(svc: Any, principal: Any, warmup: Sequence[str], queries: Seq
         }
         if not kb_ids:
             del stages["  what-if: one query with a kb where-filter"]
+        if not fts:  # the FTS5 table is not the keyword index then
+            stages = {name: fn for name, fn in stages.items() if "FTS5" not in name}
         empty = [kb for kb in scope.kb_ids if kb not in kb_ids]
         if empty:  # a knowledge base without vectors is looked up again on every search
             stages["  of which: lookup of a kb without vectors"] = lambda q: svc.vector.collection(empty[0])
         timings = {name: summary(time_calls(fn, warmup, queries)) for name, fn in stages.items()}
     counts = [raw_conn.execute("SELECT count(*) FROM chunk_fts WHERE chunk_fts MATCH ?", (matches[q],)).fetchone()[0]
-              for q in queries if q in matches]
+              for q in queries if q in matches] if fts else [0]
     terms = [len(query_terms(q)) for q in queries]
     raw_conn.close()
     frequent = sorted(df.items(), key=lambda kv: -kv[1])[:8]
@@ -249,7 +256,8 @@ def profile_stages(svc: Any, principal: Any, warmup: Sequence[str], queries: Seq
 # ----- output -----
 
 def print_table(result: dict[str, Any]) -> None:
-    print(f"\n## {result['scale']}: {result['chunks']:,} chunks, {result['queries']} queries "
+    print(f"\n## {result['scale']}: {result['chunks']:,} chunks, {result['queries']} queries, "
+          f"keyword engine {result['keyword_engine']} "
           f"(load before {result['load_before']['loadavg_1m']}, after {result['load_after']['loadavg_1m']})")
     print(f"{'variant':<46} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8}")
     for name, s in result["latency"].items():
@@ -276,12 +284,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--rebuild", action="store_true", help="rebuild the cached fixtures and LlamaIndex collections")
     parser.add_argument("--profile", action="store_true", help="time each stage of svc.search (always on above target)")
+    parser.add_argument("--keyword-engine", choices=["tantivy", "fts5"], default="tantivy",
+                        help="the keyword lane's engine (a writer fills its index from the chunks when it is empty)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON ('-' for stdout)")
     args = parser.parse_args(argv)
     scales = ["scifact", "100k"] if args.scale == "both" else [args.scale]
     results = []
     for scale in scales:
-        result = measure(scale, args.queries, args.warmup, args.rebuild, args.profile)
+        result = measure(scale, args.queries, args.warmup, args.rebuild, args.profile, args.keyword_engine)
         results.append(result)
         print_table(result)
     write_json(results, args.json)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
 from pydantic import BaseModel, Field, SecretStr, model_validator
@@ -43,9 +44,14 @@ class RetrieveSettings(BaseModel):
     # 1.0, see docs/benchmarks.md.
     vector_weight: float = Field(0.8, ge=0.0, le=2.0)
     candidates: int = Field(100, ge=1, le=1000, description="Hits each lane contributes to fusion.")
+    keyword_engine: Literal["tantivy", "fts5"] = Field(
+        "tantivy",
+        description="Keyword lane on the SQLite store: a tantivy index in home (fast at any size) or SQLite "
+        "FTS5. PostgreSQL uses its own full text.",
+    )
     keyword_max_df: float = Field(
         0.2, gt=0.0, le=1.0,
-        description="The keyword lane leaves out query words found in more than this share of chunks "
+        description="FTS5 only: the keyword lane leaves out query words found in more than this share of chunks "
         "(keeping at least the two rarest): they barely move BM25 and cost most of its time. 1.0 keeps all.",
     )
     excerpt_chars: int = Field(2000, ge=100)
@@ -128,6 +134,10 @@ class Settings(BaseSettings):
     @property
     def chroma_path(self) -> Path:
         return self.home / "chroma"
+
+    @property
+    def keyword_path(self) -> Path:
+        return self.home / "keyword"
 
     @property
     def embed_cache_path(self) -> Path:

@@ -31,10 +31,33 @@ def test_scores_are_the_fused_rank_score(handbook):
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
+@pytest.fixture(scope="module")
+def handbook_fts5(tmp_path_factory):
+    """The handbook with the SQLite FTS5 keyword lane (RAG_RETRIEVE__KEYWORD_ENGINE=fts5)."""
+    from rag.service import KnowledgeService
+    from rag.settings import Settings
+
+    from .conftest import HANDBOOK
+
+    settings = Settings(home=tmp_path_factory.mktemp("fts5") / "home", retrieve={"keyword_engine": "fts5"})
+    with KnowledgeService(settings) as service:
+        service.ensure_workspace("default")
+        service.ingest_directory(Principal.local_admin("default"), HANDBOOK)
+        yield service
+
+
+@pytest.mark.parametrize(("question", "expected"), QUESTIONS)
+def test_both_keyword_engines_find_the_right_page(handbook, handbook_fts5, question, expected):
+    for service in (handbook, handbook_fts5):
+        hits = service.search(Principal.local_admin("default"), question, 5, lanes=("text",)).hits
+        assert any(h.source.startswith(expected) for h in hits), (service.settings.retrieve.keyword_engine, question)
+
+
 @pytest.mark.parametrize("question", [q for q, _ in QUESTIONS])
-def test_keyword_fast_path_ranks_like_the_exact_in_scope_query(handbook, question):
+def test_keyword_fast_path_ranks_like_the_exact_in_scope_query(handbook_fts5, question):
     from rag.retrieve.keyword import match_expression, query_terms
 
+    handbook = handbook_fts5
     scope = handbook.scope(Principal.local_admin("default"))
     with handbook.db.session() as session:
         fast = handbook.keyword.search(session, question, scope, 20)

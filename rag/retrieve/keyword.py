@@ -10,7 +10,7 @@ import math
 import re
 import time
 from functools import lru_cache
-from typing import Protocol, Sequence
+from typing import Iterable, Protocol, Sequence
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.orm import Session
@@ -46,7 +46,8 @@ def match_expression(terms: Sequence[str]) -> str:
 class KeywordLane(Protocol):
     name: str
 
-    def add(self, session: Session, rows: Sequence[tuple[int, str]]) -> None: ...
+    def add(self, session: Session, rows: Sequence[tuple[int, str, str, str]]) -> None:
+        """Rows of (chunk id, indexed text, knowledge base id, node id)."""
 
     def delete(self, session: Session, chunk_ids: Sequence[int]) -> None: ...
 
@@ -60,9 +61,9 @@ class _IndexTable:
     insert_sql = ""
     delete_sql = ""
 
-    def add(self, session: Session, rows: Sequence[tuple[int, str]]) -> None:
+    def add(self, session: Session, rows: Sequence[tuple[int, str, str, str]]) -> None:
         if rows:
-            session.execute(text(self.insert_sql), [{"id": chunk_id, "text": body} for chunk_id, body in rows])
+            session.execute(text(self.insert_sql), [{"id": row[0], "text": row[1]} for row in rows])
 
     def delete(self, session: Session, chunk_ids: Sequence[int]) -> None:
         ids = list(chunk_ids)
@@ -75,6 +76,27 @@ class _IndexTable:
 class SqliteKeywordLane(_IndexTable):
     insert_sql = "INSERT INTO chunk_fts (rowid, text) VALUES (:id, :text)"
     delete_sql = "DELETE FROM chunk_fts WHERE rowid IN :ids"
+
+    def count(self, session: Session) -> int:
+        return int(session.scalar(text("SELECT count(*) FROM chunk_fts")) or 0)
+
+    def fingerprint(self, session: Session) -> tuple[int, int]:
+        """(rows, sum of chunk ids): a replaced chunk changes it even when the count stays."""
+        count, total = session.execute(text("SELECT count(*), coalesce(sum(rowid), 0) FROM chunk_fts")).one()
+        return int(count), int(total)
+
+    def rebuild(self, session: Session, rows: Iterable[tuple[int, str, str, str]]) -> int:
+        """Refill the FTS5 table (after the tantivy engine was used on this store, say)."""
+        session.execute(text("DELETE FROM chunk_fts"))
+        batch: list[tuple[int, str, str, str]] = []
+        written = 0
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= 2000:
+                self.add(session, batch)
+                written, batch = written + len(batch), []
+        self.add(session, batch)
+        return written + len(batch)
 
     def __init__(self, max_df: float = 1.0) -> None:
         self.max_df = max_df
@@ -103,9 +125,10 @@ class SqliteKeywordLane(_IndexTable):
             {f"s{i}": stem for i, stem in enumerate(stems.values())},
         ).all())
         limit = self.max_df * self._chunk_count(session)
-        kept = [t for t in terms if df.get(stems[t], 0) <= limit]
+        rarest = sorted(terms, key=lambda t: df.get(stems[t], 0))
+        kept = [t for t in rarest if df.get(stems[t], 0) <= limit]
         if len(kept) < 2:
-            kept = sorted(terms, key=lambda t: df.get(stems[t], 0))[:2]
+            kept = rarest[:2]
         return [t for t in terms if t in kept]
 
     def search(self, session: Session, query: str, scope: Scope, k: int) -> list[LaneHit]:
@@ -245,7 +268,12 @@ def porter_stem(word: str) -> str:
     return _stemmer().stem(word)
 
 
-def keyword_lane(dialect: str, max_df: float = 1.0):
+def keyword_lane(dialect: str, engine: str = "fts5", path=None, max_df: float = 1.0):
+    """PostgreSQL's own full text on PostgreSQL; on SQLite, tantivy (default) or FTS5."""
+    if dialect == "sqlite" and engine == "tantivy":
+        from rag.retrieve.tantivy_lane import TantivyKeywordLane
+
+        return TantivyKeywordLane(path)
     if dialect == "sqlite":
         return SqliteKeywordLane(max_df)
     if dialect == "postgresql":

@@ -149,6 +149,22 @@ class ChromaVectorLane:
                 part = ids[i:i + self._max_batch]
                 _remote(lambda: collection.delete(ids=part), "delete", self.remote)
 
+    def move(self, chunks: Sequence[tuple[int, str]], from_kb: str, to_kb: str) -> None:
+        """Carry vectors, given (chunk id, node id) pairs, into another knowledge base's collection:
+        a node moved between knowledge bases keeps its vectors without embedding them again."""
+        source = self.collection(from_kb)
+        if source is None:
+            return
+        for i in range(0, len(chunks), self._max_batch):
+            part = chunks[i:i + self._max_batch]
+            ids = [str(chunk_id) for chunk_id, _ in part]
+            found = _remote(lambda: source.get(ids=ids, include=["embeddings"]), "get", self.remote)
+            if len(found["ids"]):
+                node_of = {str(chunk_id): node_id for chunk_id, node_id in part}
+                self.add([int(c) for c in found["ids"]], np.asarray(found["embeddings"], dtype=np.float32),
+                         [to_kb] * len(found["ids"]), [node_of[c] for c in found["ids"]])
+            _remote(lambda: source.delete(ids=ids), "delete", self.remote)
+
     def drop(self, kb_id: str) -> None:
         if self.collection(kb_id) is not None:
             _remote(lambda: self.client.delete_collection(self._name(kb_id)), "drop", self.remote)
