@@ -167,6 +167,74 @@ def ask(
                 sys.stdout.write(tail + "\n")
 
 
+token_app = typer.Typer(no_args_is_help=True, help="Bearer tokens for the HTTP API and the MCP server.")
+app.add_typer(token_app, name="token")
+
+
+@token_app.command("create")
+def token_create(
+    workspace: str = typer.Option(..., "--workspace", "-w", help="The token's home workspace (made if missing)."),
+    role: str = typer.Option(..., "--role", help="viewer, editor or admin."),
+    scope: Optional[list[str]] = typer.Option(
+        None, "--scope", help="knowledge:write to allow writing (knowledge:read is always granted)."
+    ),
+    access: Optional[str] = typer.Option(
+        None, "--access", help="Knowledge-base access: none or all (default: all for a person, none for an agent)."
+    ),
+    folders: Optional[str] = typer.Option(
+        None, "--folders", help="Comma-separated folders (node id, path in the default knowledge base, or KB:path)."
+    ),
+    agent: bool = typer.Option(False, "--agent", help="The token is an agent's, not a person's."),
+    expires: Optional[int] = typer.Option(None, "--expires", help="Days until it expires (default: never)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Who it is for, as the activity history shows it."),
+    principal: Optional[str] = typer.Option(
+        None, "--principal", help="Another token of this principal (id), e.g. to add a workspace to it."
+    ),
+) -> None:
+    """Make a token and print it, alone, on standard output. It is shown this once."""
+    specs = [f for f in (folders or "").split(",") if f.strip()]
+    with service(writer=True) as svc:
+        secret, info = svc.create_token(
+            workspace, role, scope or (), access, specs, agent, expires, name=name, principal_id=principal
+        )
+    sys.stdout.write(secret + "\n")
+    sys.stderr.write(
+        f"token {info.token_id} of {info.kind} {info.name!r} ({info.principal_id}) in {info.workspace_id}: "
+        f"{info.role}, {' '.join(info.scopes)}, access {info.access}; store it now, it is not shown again\n"
+    )
+
+
+@token_app.command("list")
+def token_list(
+    workspace: Optional[str] = typer.Option(None, "--workspace", "-w", help="Only this workspace's tokens."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Every token, newest first (never their secrets)."""
+    with service(writer=False) as svc:
+        tokens = svc.list_tokens(workspace)
+    if json_out:
+        sys.stdout.write(json.dumps([t.payload() | {"active": t.active} for t in tokens], indent=2) + "\n")
+        return
+    table = Table(title="Tokens")
+    table.add_column("id", no_wrap=True, min_width=len("tok_") + 16)  # whole: it is what `revoke` takes
+    for column in ("name", "kind", "workspace", "role", "scopes", "access", "expires", "status"):
+        table.add_column(column)
+    for t in tokens:
+        access = f"folders {','.join(t.folder_ids)}" if t.folder_ids else t.access
+        status = "revoked" if t.revoked_at else "active" if t.active else "expired"
+        expires = t.expires_at.strftime("%Y-%m-%d") if t.expires_at else "never"
+        table.add_row(t.token_id, t.name, t.kind, t.workspace_id, t.role, " ".join(t.scopes), access, expires, status)
+    out.print(table)
+
+
+@token_app.command("revoke")
+def token_revoke(token_id: str = typer.Argument(..., help="The token's id (tok_…), from `rag token list`.")) -> None:
+    """Revoke a token for good."""
+    with service(writer=True) as svc:
+        info = svc.revoke_token(token_id)
+    sys.stdout.write(f"revoked {info.token_id}\n")
+
+
 try:  # the evaluation commands live with the harness in evals/
     from rag.cli_eval import eval_app
 

@@ -33,6 +33,12 @@ class PermissionDenied(RagError):
     code = "permission_denied"
 
 
+class Unauthenticated(PermissionDenied):
+    """No valid credentials: a token that is unknown, revoked or expired (HTTP 401, not 403)."""
+
+    code = "unauthenticated"
+
+
 class Conflict(RagError):
     code = "conflict"
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rag.retrieve.types import Hit
 
 if TYPE_CHECKING:
+    from rag.service.kb_search import KnowledgeBaseSearch
     from rag.synthesize.types import Answer, Source
 
 MAX_RESPONSE_CHARS = 50_000
@@ -55,6 +56,20 @@ def search_response(query: str, hits: list[Hit], excerpt_chars: int = 2000) -> t
     if dropped:
         text += f"\n\n[…{dropped} more results truncated]"
     return {"query": query, "results": results, "truncated": dropped > 0}, text
+
+
+def knowledge_base_search_payload(result: "KnowledgeBaseSearch", excerpt_chars: int = 2000) -> dict[str, Any]:
+    """search_knowledge_base's output: query and merged results; `note` only when the workspace has
+    no knowledge base, `failed_knowledge_bases` only when one failed."""
+    payload: dict[str, Any] = {
+        "query": result.query,
+        "results": [hit_payload(h, excerpt_chars) | {"node_id": h.node_id, "kb_id": h.kb_id} for h in result.hits],
+    }
+    if result.note:
+        payload["note"] = result.note
+    if result.failed_knowledge_bases:
+        payload["failed_knowledge_bases"] = [dict(kb) for kb in result.failed_knowledge_bases]
+    return payload
 
 
 def source_payload(source: "Source", excerpt_chars: int = 2000) -> dict[str, Any]:

@@ -75,6 +75,17 @@ def small_tree(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture
+def two_kbs(svc: KnowledgeService, admin: Principal, small_tree: Path, tmp_path: Path):
+    """Knowledge bases `handbook` (the small tree) and `cafeteria` (one page that also says "leave")."""
+    svc.ingest_directory(admin, small_tree, kb_name="handbook")
+    other = tmp_path / "cafeteria"
+    other.mkdir()
+    (other / "menu.md").write_text("# Cafeteria menu\n\nThe cafeteria serves leave-shaped pretzels.\n")
+    svc.ingest_directory(admin, other, kb_name="cafeteria")
+    return svc.knowledge_base(admin, "handbook"), svc.knowledge_base(admin, "cafeteria")
+
+
 @pytest.fixture(scope="session")
 def handbook_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     """The whole 18F handbook ingested once per session (the embeddings come from the shared cache)."""
@@ -90,3 +101,15 @@ def handbook_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 def handbook(handbook_settings: Settings):
     with KnowledgeService(handbook_settings, writer=False) as service:
         yield service
+
+
+@pytest.fixture
+def principal_for(svc: KnowledgeService):
+    """The principal of a real token: made with create_token, read back with authenticate."""
+
+    def make(role: str = "editor", *, write: bool = True, agent: bool = False, access: str | None = None,
+             folders: tuple[str, ...] = (), workspace: str = "default") -> Principal:
+        secret, _ = svc.create_token(workspace, role, ["knowledge:write"] if write else [], access, folders, agent)
+        return svc.authenticate(secret)
+
+    return make

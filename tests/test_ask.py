@@ -134,8 +134,8 @@ def test_document_text_never_becomes_instructions(tmp_path, calls):
     with KnowledgeService(settings) as writer:
         writer.ensure_workspace("default")
         root = writer.knowledge_base(READER, "default").root_id
-        node, version = writer.create_document(READER, root, "Parking", INJECTION)
-        writer.publish_version(READER, node.id, version.number)
+        doc = writer.create_document(READER, root, "Parking", INJECTION)
+        writer.publish_version(READER, doc.node_id, doc.version_number)
     # A model that obeys the document cites [12]; there is no excerpt 12, so nothing is cited.
     with with_model(settings, "Parking costs 500 dollars [12].") as svc:
         answer = svc.ask(READER, "Is parking at the Zephyr office free for employees?")

@@ -36,9 +36,9 @@ def test_search_names_both_lanes_and_cites_spans(svc, admin, small_tree: Path):
     hits = svc.search(admin, "How much annual leave do I earn each pay period?", 5).hits
     assert hits[0].source == "fs:travel-and-leave/leave.md"
     assert hits[0].retrievers == ["vector", "text"]
-    node, version = svc.get_document(admin, hits[0].node_id)
-    assert version.body[hits[0].char_start:hits[0].char_end] == hits[0].text
-    assert hits[0].version == version.number == 1
+    doc = svc.get_document(admin, hits[0].node_id)
+    assert doc.content[hits[0].char_start:hits[0].char_end] == hits[0].text
+    assert hits[0].version == doc.version_number == 1
 
 
 def test_reingest_changes_only_what_changed(svc, admin, small_tree: Path):
@@ -92,8 +92,8 @@ def test_bad_path_is_refused_clearly(svc, admin, tmp_path: Path, bad: str):
 def test_ingest_never_touches_api_documents_and_keeps_edits_until_the_file_changes(svc, admin, small_tree: Path):
     svc.ingest_directory(admin, small_tree)
     kb = svc.knowledge_base(admin, "default")
-    note, _ = svc.create_document(admin, kb.root_id, "Team note", "# Team note\n\nThe quokka rota is on Mondays.\n")
-    svc.publish_version(admin, note.id, 1)
+    note = svc.create_document(admin, kb.root_id, "Team note", "# Team note\n\nThe quokka rota is on Mondays.\n")
+    svc.publish_version(admin, note.node_id, 1)
     slack = next(h for h in svc.search(admin, "What is Slack?", 5).hits if h.source == "fs:tools/slack/getting-started.md")
     svc.update_document(admin, slack.node_id, "# Getting started with Slack\n\nOur wombat channel is #wombats.\n")
     svc.publish_version(admin, slack.node_id, 2)
@@ -112,7 +112,7 @@ def test_ingest_never_touches_api_documents_and_keeps_edits_until_the_file_chang
     assert "fs:tools/slack/getting-started.md" in sources(svc, admin, "numbats", 3)
 
 
-def test_keyword_lane_leaves_out_words_most_chunks_contain(tmp_path):
+def test_fts5_keyword_lane_leaves_out_words_most_chunks_contain(tmp_path):
     from rag.retrieve.keyword import query_terms
     from rag.service import KnowledgeService, Principal
     from rag.settings import Settings
@@ -122,7 +122,8 @@ def test_keyword_lane_leaves_out_words_most_chunks_contain(tmp_path):
     for i in range(30):
         (pages / f"w{i}.md").write_text(f"# Widget {i}\n\nEvery widget model {i} ships in a box.\n")
     (pages / "airship.md").write_text("# Airship\n\nThe zeppelin widget floats like a blimp.\n")
-    with KnowledgeService(Settings(home=tmp_path / "home")) as svc:
+    settings = Settings(home=tmp_path / "home", retrieve={"keyword_engine": "fts5", "keyword_max_df": 0.2})
+    with KnowledgeService(settings) as svc:
         svc.ensure_workspace("default")
         admin = Principal.local_admin("default")
         svc.ingest_directory(admin, pages)

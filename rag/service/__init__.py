@@ -2,6 +2,8 @@
 
 from rag.service.core import KnowledgeService, SearchResult
 from rag.service.ingest import IngestReport
+from rag.service.kb_search import KnowledgeBaseSearch
 from rag.service.principal import Principal
+from rag.service.tokens import TokenInfo
 
-__all__ = ["IngestReport", "KnowledgeService", "Principal", "SearchResult"]
+__all__ = ["IngestReport", "KnowledgeBaseSearch", "KnowledgeService", "Principal", "SearchResult", "TokenInfo"]

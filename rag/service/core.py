@@ -5,7 +5,6 @@ The surfaces (CLI, HTTP API, MCP tools, eval harness) are thin translators over 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -24,31 +23,24 @@ from rag.retrieve.keyword import keyword_lane
 from rag.retrieve.retriever import LANES, Retriever
 from rag.retrieve.types import Hit, Scope
 from rag.retrieve.vector import ChromaVectorLane, open_chroma_client
+from rag.service.checks import int_arg, name_arg, name_key
+from rag.service.edits import NodeEdits
+from rag.service.kb_search import KnowledgeBaseSearchMixin
+from rag.service.nodes import NodeReads
 from rag.service.principal import ACCESS_ALL, ACCESS_FOLDERS, Principal
-from rag.service.publish import Progress, Publisher
+from rag.service.publish import Progress, Publisher, PublishQueue
+from rag.service.tokens import TokenMixin
 from rag.settings import Settings
 from rag.synthesize.conversation import standalone_question, validate_history
 from rag.synthesize.relevance import relevant_hits
 from rag.synthesize.types import Answer, AnswerEvent
 from rag.store.db import Database
 from rag.store.lock import HomeLock
-from rag.store.models import (
-    DOCUMENT,
-    FOLDER,
-    ORIGIN_API,
-    PUBLISHED,
-    PUBLISHING,
-    Activity,
-    DocumentVersion,
-    KnowledgeBase,
-    Node,
-    Workspace,
-)
+from rag.store.models import DOCUMENT, FOLDER, Activity, KnowledgeBase, Node, Workspace
 
 log = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 4000
-MAX_NAME_CHARS = 255
 NOTHING_FOUND = "The knowledge base has nothing on this question."
 
 
@@ -63,21 +55,15 @@ def clamp_limit(value: object, default: int = 10, low: int = 1, high: int = 25) 
     return max(low, min(high, number))
 
 
-def content_hash(data: bytes | str) -> str:
-    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
-
-
-def name_key(name: str) -> str:
-    return name.strip().casefold()
-
-
 @dataclass
 class SearchResult:
     query: str
     hits: list[Hit] = field(default_factory=list)
 
 
-class KnowledgeService:
+class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixin):
+    """The node operations live in mixins (rag/service/nodes.py, edits.py, kb_search.py, tokens.py)."""
+
     def __init__(self, settings: Settings, *, writer: bool = True) -> None:
         self.settings = settings
         self._lock: HomeLock | None = None
@@ -88,7 +74,10 @@ class KnowledgeService:
             self.db = Database(settings.sqlalchemy_url)
             if self.db.dialect not in ("sqlite", "postgresql"):
                 raise InvalidArgument("the store must be SQLite or PostgreSQL")
-            self.keyword = keyword_lane(self.db.dialect, settings.retrieve.keyword_max_df)
+            self.keyword = keyword_lane(
+                self.db.dialect, settings.retrieve.keyword_engine, settings.keyword_path,
+                settings.retrieve.keyword_max_df,
+            )
             self.chunker = Chunker(settings.index.chunk_size, settings.index.chunk_overlap)
             self.publisher = Publisher(
                 self.db,
@@ -98,9 +87,11 @@ class KnowledgeService:
                 self.keyword,
                 contextual_headings=settings.index.contextual_headings,
             )
+            self.publish_queue = PublishQueue(self.publisher)
             if writer:
                 try:
                     self.publisher.resume()
+                    self.publisher.reconcile_keyword()
                     self.publisher.reconcile_vectors()
                 except Unavailable:  # a backend that is down: searches and publishes will say so themselves
                     log.warning("a backend is unreachable; resuming publishes and reconciling vectors is skipped")
@@ -141,6 +132,12 @@ class KnowledgeService:
         return ExtractiveSynthesizer(self.embedder, self.settings.answer)
 
     def close(self) -> None:
+        queue = self.__dict__.get("publish_queue")
+        if queue is not None:  # queued publishes finish first; they need the store
+            queue.close()
+        keyword = self.__dict__.get("keyword")
+        if keyword is not None and hasattr(keyword, "close"):
+            keyword.close()  # releases the keyword index's writer lock
         db = self.__dict__.get("db")
         if db is not None:
             db.close()
@@ -164,6 +161,8 @@ class KnowledgeService:
         outcome: str = "ok",
         detail: dict[str, Any] | None = None,
     ) -> None:
+        if principal.token_id is not None:  # which token, so an admin can revoke the one misused
+            detail = {**(detail or {}), "token_id": principal.token_id}
         try:
             with self.db.session() as session:
                 session.add(
@@ -180,16 +179,17 @@ class KnowledgeService:
             log.exception("could not record activity %s", action)
 
     def activity(self, principal: Principal, limit: int = 100) -> list[Activity]:
+        """The workspace's history, newest first, for admins. A folder-scoped admin sees only the
+        rows about nodes inside its folders: a row about anything else would tell it exists."""
         self._require_role(principal, "admin")
+        limit = int_arg(limit, "limit", 1, 1000, default=100)
+        stmt = select(Activity).where(Activity.workspace_id == principal.workspace_id).order_by(Activity.id.desc())
         with self.db.session() as session:
-            return list(
-                session.scalars(
-                    select(Activity)
-                    .where(Activity.workspace_id == principal.workspace_id)
-                    .order_by(Activity.id.desc())
-                    .limit(limit)
-                )
-            )
+            if principal.access == ACCESS_ALL:
+                return list(session.scalars(stmt.limit(limit)))
+            visible = self._visible_ids(session, principal) or set()
+            rows = (row for row in session.scalars(stmt.execution_options(yield_per=500)) if row.target in visible)
+            return [row for _, row in zip(range(limit), rows)]
 
     # ----- workspaces and knowledge bases -----
 
@@ -207,7 +207,7 @@ class KnowledgeService:
             return workspace
 
     def _create_kb(self, session: Session, workspace_id: str, name: str) -> KnowledgeBase:
-        name = self._check_name(name, "knowledge base")
+        name = name_arg(name, "knowledge base")
         if ":" in name:
             raise InvalidArgument("a knowledge base name cannot contain ':'")
         if session.scalar(
@@ -276,25 +276,9 @@ class KnowledgeService:
             return Scope(principal.workspace_id, kb_ids)
         if principal.access == ACCESS_FOLDERS:
             with self.db.session() as session:
-                docs = frozenset(self._documents_under(session, principal.folder_ids))
+                docs = frozenset(row.id for row in self._subtree(session, principal.folder_ids) if row.kind == DOCUMENT)
             return Scope(principal.workspace_id, kb_ids, docs)
         return Scope(principal.workspace_id, (), frozenset())
-
-    @staticmethod
-    def _documents_under(session: Session, folder_ids: tuple[str, ...] | list[str]) -> Iterator[str]:
-        frontier = list(folder_ids)
-        seen: set[str] = set()
-        while frontier:
-            rows = session.execute(select(Node.id, Node.kind).where(Node.parent_id.in_(frontier))).all()
-            frontier = []
-            for node_id, kind in rows:
-                if node_id in seen:
-                    continue
-                seen.add(node_id)
-                if kind == DOCUMENT:
-                    yield node_id
-                else:
-                    frontier.append(node_id)
 
     # ----- search -----
 
@@ -388,203 +372,6 @@ class KnowledgeService:
                 raise
 
         return events()
-
-    # ----- nodes, documents and versions -----
-
-    @staticmethod
-    def _check_name(name: str, what: str) -> str:
-        if not isinstance(name, str) or not name.strip():
-            raise InvalidArgument(f"a {what} name must be a non-empty string")
-        name = " ".join(name.split())
-        if len(name) > MAX_NAME_CHARS:
-            raise InvalidArgument(f"a {what} name must be at most {MAX_NAME_CHARS} characters")
-        return name
-
-    def _sibling_taken(self, session: Session, parent_id: str, name: str, exclude: str | None = None) -> bool:
-        stmt = select(Node.id).where(Node.parent_id == parent_id, Node.name_key == name_key(name))
-        if exclude:
-            stmt = stmt.where(Node.id != exclude)
-        return session.scalar(stmt) is not None
-
-    def unique_name(self, session: Session, parent_id: str, name: str, hint: str | None = None) -> str:
-        """A sibling name not taken yet: the name, else the name with a hint, else with a counter."""
-        candidates = [name] + ([f"{name} ({hint})"] if hint else [])
-        candidates += [f"{name} ({i})" for i in range(2, 1000)]
-        for candidate in candidates:
-            if not self._sibling_taken(session, parent_id, candidate):
-                return candidate
-        raise InvalidArgument(f"too many documents named {name!r} in one folder")
-
-    def _node(self, session: Session, principal: Principal, node_id: str) -> Node:
-        node = session.get(Node, node_id) if isinstance(node_id, str) else None
-        if node is None or node.workspace_id != principal.workspace_id or not self._visible(session, principal, node):
-            raise NotFound("not found")
-        return node
-
-    def _visible(self, session: Session, principal: Principal, node: Node) -> bool:
-        if principal.access == ACCESS_ALL:
-            return True
-        if principal.access != ACCESS_FOLDERS:
-            return False
-        allowed = set(principal.folder_ids)
-        current: Node | None = node
-        while current is not None:
-            if current.id in allowed:
-                return True
-            current = session.get(Node, current.parent_id) if current.parent_id else None
-        return False
-
-    def _path_label(self, session: Session, node: Node) -> str:
-        parts = []
-        current: Node | None = node
-        while current is not None:
-            parts.append(current.name)
-            current = session.get(Node, current.parent_id) if current.parent_id else None
-        return "/".join(reversed(parts))
-
-    def _new_child_parent(self, session: Session, principal: Principal, parent_id: str, name: str) -> Node:
-        """The folder a new node goes into, once the name is known to be free there."""
-        parent = self._node(session, principal, parent_id)
-        if parent.kind != FOLDER:
-            raise InvalidArgument("the parent must be a folder")
-        if self._sibling_taken(session, parent.id, name):
-            raise InvalidArgument(f"a node named {name!r} already exists in this folder")
-        return parent
-
-    def create_folder(self, principal: Principal, parent_id: str, name: str) -> Node:
-        self._require_write(principal)
-        name = self._check_name(name, "folder")
-        with self.db.session() as session:
-            parent = self._new_child_parent(session, principal, parent_id, name)
-            folder = Node(
-                workspace_id=principal.workspace_id, kb_id=parent.kb_id, parent_id=parent.id, kind=FOLDER,
-                name=name, name_key=name_key(name),
-            )
-            session.add(folder)
-            session.flush()
-            folder.source_label = f"kb:{self._path_label(session, folder)}"
-        self.record(principal, "create_folder", folder.id)
-        return folder
-
-    def create_document(
-        self,
-        principal: Principal,
-        parent_id: str,
-        name: str,
-        body: str,
-        summary: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> tuple[Node, DocumentVersion]:
-        """A new document whose content is a draft (version 1): not searchable until published."""
-        self._require_write(principal)
-        name = self._check_name(name, "document")
-        if not isinstance(body, str):
-            raise InvalidArgument("`content` must be a string")
-        with self.db.session() as session:
-            parent = self._new_child_parent(session, principal, parent_id, name)
-            kb = session.get(KnowledgeBase, parent.kb_id)
-            node = Node(
-                workspace_id=principal.workspace_id, kb_id=parent.kb_id, parent_id=parent.id, kind=DOCUMENT,
-                name=name, name_key=name_key(name), summary=summary, meta=metadata, origin=ORIGIN_API,
-            )
-            session.add(node)
-            session.flush()
-            node.source_id = f"kb:{principal.workspace_id}:{kb.name}:{node.id}"
-            node.source_label = f"kb:{self._path_label(session, node)}"
-            version = DocumentVersion(node_id=node.id, number=1, body=body, content_hash=content_hash(body))
-            session.add(version)
-        self.record(principal, "create_document", node.id)
-        return node, version
-
-    def update_document(self, principal: Principal, node_id: str, body: str) -> DocumentVersion:
-        """Replace the body as a draft: the newest draft is rewritten, else a new draft version is made."""
-        self._require_write(principal)
-        if not isinstance(body, str):
-            raise InvalidArgument("`content` must be a string")
-        with self.db.session() as session:
-            node = self._node(session, principal, node_id)
-            if node.kind != DOCUMENT:
-                raise NotFound("not found")
-            newest = session.scalar(
-                select(DocumentVersion).where(DocumentVersion.node_id == node.id).order_by(DocumentVersion.number.desc())
-            )
-            if newest is not None and newest.status == "draft":
-                newest.body, newest.content_hash = body, content_hash(body)
-                version = newest
-            else:
-                version = DocumentVersion(
-                    node_id=node.id, number=(newest.number + 1) if newest else 1, body=body, content_hash=content_hash(body)
-                )
-                session.add(version)
-        self.record(principal, "update_document", node_id)
-        return version
-
-    def publish_version(self, principal: Principal, node_id: str, number: int) -> DocumentVersion:
-        """Publish a draft. Already publishing or published: a no-op. Archived: refused."""
-        self._require_write(principal)
-        with self.db.session() as session:
-            node = self._node(session, principal, node_id)
-            version = session.scalar(
-                select(DocumentVersion).where(DocumentVersion.node_id == node.id, DocumentVersion.number == number)
-            )
-            if version is None:
-                raise NotFound(f"version {number} not found")
-            if version.status in (PUBLISHING, PUBLISHED):
-                return version
-            if version.status != "draft":
-                raise InvalidArgument(f"version {number} is {version.status}; only draft versions can be published")
-            version.status = PUBLISHING
-            version_id = version.id
-        try:
-            self.publisher.publish([version_id])
-        except Exception:
-            self.record(principal, "publish_document_version", node_id, "error", {"version": number})
-            raise
-        self.record(principal, "publish_document_version", node_id, "ok", {"version": number})
-        with self.db.session() as session:
-            return session.get(DocumentVersion, version_id)
-
-    def get_document(self, principal: Principal, node_id: str) -> tuple[Node, DocumentVersion]:
-        """The published version of a document; anything else reads as not found."""
-        with self.db.session() as session:
-            node = self._node(session, principal, node_id)
-            version = session.scalar(
-                select(DocumentVersion).where(DocumentVersion.node_id == node.id, DocumentVersion.status == PUBLISHED)
-            )
-            if node.kind != DOCUMENT or version is None:
-                raise NotFound("not found")
-            node.citation_count += 1
-        self.record(principal, "get_document", node_id)
-        return node, version
-
-    def versions(self, principal: Principal, node_id: str) -> list[DocumentVersion]:
-        with self.db.session() as session:
-            node = self._node(session, principal, node_id)
-            if node.kind != DOCUMENT:
-                raise NotFound("not found")
-            return list(
-                session.scalars(
-                    select(DocumentVersion).where(DocumentVersion.node_id == node.id).order_by(DocumentVersion.number.desc())
-                )
-            )
-
-    def delete_document(self, principal: Principal, node_id: str) -> None:
-        self._require_write(principal)
-        with self.db.session() as session:
-            node = self._node(session, principal, node_id)
-            if node.kind != DOCUMENT:
-                raise NotFound("not found")
-        self._delete_nodes([node_id])
-        self.record(principal, "delete_document", node_id)
-
-    def _delete_nodes(self, node_ids: list[str]) -> None:
-        """Remove documents: their chunks leave both lanes first, then the rows go."""
-        if not node_ids:
-            return
-        self.publisher.drop_chunks_of_nodes(node_ids)
-        with self.db.session() as session:
-            for i in range(0, len(node_ids), 500):
-                session.query(Node).filter(Node.id.in_(node_ids[i:i + 500])).delete(synchronize_session=False)
 
     # ----- ingestion (rag/service/ingest.py) -----
 

@@ -90,7 +90,7 @@ class _Sync:
     def apply(
         self, kb: KnowledgeBase, root_key: str, items: list[_Item], report: IngestReport, progress: IngestProgress
     ) -> None:
-        from rag.service.core import content_hash, name_key
+        from rag.service.checks import content_hash, name_key
 
         service = self.service
         self.root_key = root_key
@@ -181,7 +181,7 @@ class _Sync:
                 return
 
     def _folder(self, session, kb: KnowledgeBase, parts: tuple[str, ...], cache: dict) -> str:
-        from rag.service.core import name_key
+        from rag.service.checks import name_key
 
         if parts in cache:
             return cache[parts]
@@ -206,7 +206,7 @@ class DirectoryIngest(_Sync):
     """`rag ingest PATH`: directories become folders, Markdown and text files become documents."""
 
     def run(self, path: str | os.PathLike, kb_name: str, progress: IngestProgress | None = None) -> IngestReport:
-        from rag.service.core import content_hash
+        from rag.service.checks import content_hash
 
         progress = progress or _noop
         started = time.perf_counter()
@@ -278,7 +278,7 @@ class RecordIngest(_Sync):
     def run(
         self, records: Iterable[dict], kb_name: str, provider: str = "corpus", progress: IngestProgress | None = None
     ) -> IngestReport:
-        from rag.service.core import content_hash
+        from rag.service.checks import content_hash
 
         self.provider = provider
         progress = progress or _noop

@@ -1,25 +1,56 @@
-"""Who is calling: the identity every service call carries, and what it may see."""
+"""Who is calling: the identity every service call carries, and what it may see.
+
+A principal is a person or an agent. It acts in one workspace at a time (`workspace_id`, its
+token's home workspace unless a call picks another of its `memberships`), with the role of its
+membership there, the token's scopes and the token's knowledge-base access (none, all, or
+selected folders).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from rag.errors import NotFound
 
 ACCESS_NONE = "none"
 ACCESS_ALL = "all"
 ACCESS_FOLDERS = "folders"
+ACCESS_LEVELS = (ACCESS_NONE, ACCESS_ALL, ACCESS_FOLDERS)
+
+ROLES = ("viewer", "editor", "admin")  # in ascending order of what they may do
+
+SCOPE_READ = "knowledge:read"
+SCOPE_WRITE = "knowledge:write"
+SCOPES = (SCOPE_READ, SCOPE_WRITE)
 
 
 @dataclass(frozen=True)
 class Principal:
-    actor: str
+    actor: str  # how the activity history names the caller
     workspace_id: str
-    role: str = "admin"  # viewer | editor | admin
-    scopes: frozenset[str] = field(default_factory=lambda: frozenset({"knowledge:read", "knowledge:write"}))
+    role: str = "admin"  # viewer | editor | admin, in workspace_id
+    scopes: frozenset[str] = field(default_factory=lambda: frozenset(SCOPES))
     access: str = ACCESS_ALL  # none | all | folders
     folder_ids: tuple[str, ...] = ()
     is_agent: bool = False
+    # (workspace id, role) of every membership; empty means the home workspace alone, with `role`.
+    memberships: tuple[tuple[str, str], ...] = ()
+    token_id: str | None = None  # None: not a token's (the local CLI, tests)
+    principal_id: str | None = None
 
     @classmethod
     def local_admin(cls, workspace_id: str) -> "Principal":
         """Whoever can open RAG_HOME administers it: the local CLI needs no token."""
         return cls(actor="local-cli", workspace_id=workspace_id)
+
+    @property
+    def workspaces(self) -> dict[str, str]:
+        """The workspaces this principal may act in, with its role in each."""
+        return dict(self.memberships) or {self.workspace_id: self.role}
+
+    def in_workspace(self, workspace_id: str) -> "Principal":
+        """The same principal acting in another of its workspaces; one it is not in reads as missing."""
+        role = self.workspaces.get(workspace_id)
+        if role is None:
+            raise NotFound("workspace not found")
+        return self if workspace_id == self.workspace_id else replace(self, workspace_id=workspace_id, role=role)

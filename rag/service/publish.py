@@ -10,8 +10,10 @@ previous version stays searchable throughout.
 from __future__ import annotations
 
 import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 from sqlalchemy import func, insert, select, update
@@ -110,6 +112,7 @@ class Publisher:
     def _publish_group(self, group: list[_Pending]) -> int:
         texts = [t for p in group for t in p.texts]
         written: list[int] = []
+        keyword_written: list[int] = []
         rows: list[dict] = []
         try:
             vectors = self._embedder().embed(texts) if texts else np.zeros((0, 1), dtype=np.float32)
@@ -131,7 +134,10 @@ class Publisher:
                 ids = list(
                     session.scalars(insert(Chunk).returning(Chunk.id, sort_by_parameter_order=True), rows)
                 ) if rows else []
-                self.keyword.add(session, list(zip(ids, texts)))
+                self.keyword.add(
+                    session, [(i, t, r["kb_id"], r["node_id"]) for i, t, r in zip(ids, texts, rows)]
+                )
+                keyword_written = ids  # an index outside the store keeps them even if this transaction fails
                 if ids:
                     self._vector().add(ids, vectors, [r["kb_id"] for r in rows], [r["node_id"] for r in rows])
                     written = ids
@@ -140,6 +146,8 @@ class Publisher:
             log.exception("publishing failed; the versions go back to draft")
             if written:
                 self._safe_vector_delete(list(zip(written, [r["kb_id"] for r in rows])))
+            if keyword_written:
+                self._safe_keyword_delete(keyword_written)
             self._drop_chunks_of([p.version_id for p in group])
             with self.db.session() as session:
                 session.execute(
@@ -197,6 +205,45 @@ class Publisher:
             self._vector().delete(chunks)
         except Exception:  # noqa: BLE001 - orphan vectors never surface: the lanes keep published chunks only
             log.exception("could not delete %d vectors; they stay invisible to search", len(chunks))
+
+    def _safe_keyword_delete(self, chunk_ids: list[int]) -> None:
+        # SQLite may hand a rolled-back id to the next chunk: an index outside the store must not
+        # keep text under it.
+        try:
+            with self.db.session() as session:
+                self.keyword.delete(session, chunk_ids)
+        except Exception:  # noqa: BLE001 - reconcile_keyword rebuilds the index on the next start
+            log.exception("could not delete %d chunks from the keyword index", len(chunk_ids))
+
+    def indexed_rows(self, session, chunk_ids: Sequence[int] | None = None) -> Iterator[tuple[int, str, str, str]]:
+        """(chunk id, indexed text, knowledge base id, node id) of every chunk (or of these), as the
+        lanes got them."""
+        from rag.ingest.chunk import ChunkSpec
+
+        stmt = select(
+            Chunk.id, Chunk.kb_id, Chunk.node_id, Chunk.text, Chunk.heading_path, Chunk.char_start, Chunk.char_end
+        ).order_by(Chunk.id)
+        if chunk_ids is not None:
+            stmt = stmt.where(Chunk.id.in_(list(chunk_ids)))
+        for row in session.execute(stmt).yield_per(2000):
+            spec = ChunkSpec(row.text, tuple(row.heading_path or ()), row.char_start, row.char_end)
+            yield row.id, spec.indexed_text(self.contextual), row.kb_id, row.node_id
+
+    def reconcile_keyword(self) -> int:
+        """Rebuild the keyword index when it does not hold exactly the chunks (tantivy lives outside
+        the store's transactions; either engine is empty after a switch from the other).
+
+        Returns the chunks written (0 when it was whole). Needs no embedding: seconds at 100,000."""
+        if not hasattr(self.keyword, "rebuild"):
+            return 0  # PostgreSQL's index lives in the store's own transactions
+        with self.db.session() as session:
+            count, total = session.execute(select(func.count(), func.coalesce(func.sum(Chunk.id), 0))).one()
+            expected = (int(count), int(total))
+            present = self.keyword.fingerprint(session)
+            if present == expected:
+                return 0
+            log.warning("keyword index holds %d documents for %d chunks; rebuilding it", present[0], expected[0])
+            return self.keyword.rebuild(session, self.indexed_rows(session))
 
     def reconcile_vectors(self) -> int:
         """Make each knowledge base's vectors match its published chunks; returns vectors repaired.
@@ -261,3 +308,55 @@ class Publisher:
             log.warning("resuming %d interrupted publish(es)", len(interrupted))
             self.publish(interrupted)
         return len(interrupted)
+
+
+class PublishQueue:
+    """Publishes in one background thread, so that a publish call returns at once with the status
+    `publishing`. One thread, because publishes of one document must not overtake each other and
+    the embedder serves one batch at a time anyway. A process that dies with work queued leaves
+    those versions `publishing`; `Publisher.resume()` finishes them on the next start."""
+
+    def __init__(self, publisher: Publisher) -> None:
+        self.publisher = publisher
+        self._pool: ThreadPoolExecutor | None = None
+        self._futures: set[Future] = set()
+        self._lock = threading.Lock()
+
+    def submit(self, version_id: int, done: Callable[[bool], None] | None = None) -> Future:
+        """Publish a version already marked `publishing`; `done(ok)` runs in the worker afterwards."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="publish")
+            future = self._pool.submit(self._run, version_id, done)
+            self._futures.add(future)
+        future.add_done_callback(self._forget)
+        return future
+
+    def _run(self, version_id: int, done: Callable[[bool], None] | None) -> None:
+        try:
+            self.publisher.publish([version_id])
+            ok = True
+        except Exception:  # noqa: BLE001 - logged by the publisher, which put the version back in draft
+            ok = False
+        if done is not None:
+            try:
+                done(ok)
+            except Exception:  # noqa: BLE001 - a follow-up must not kill the worker
+                log.exception("after publishing version %s", version_id)
+
+    def _forget(self, future: Future) -> None:
+        with self._lock:
+            self._futures.discard(future)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for every queued publish; True when none is left."""
+        with self._lock:
+            pending = list(self._futures)
+        _, not_done = wait(pending, timeout=timeout)
+        return not not_done
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)

@@ -156,3 +156,49 @@ class Activity(Base):
     outcome: Mapped[str] = mapped_column(String(32))
     detail: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+# ----- identities: principals, their workspace memberships, their bearer tokens -----
+
+PERSON = "person"
+AGENT = "agent"
+
+
+class PrincipalRecord(Base):
+    """A person or an agent: whom a token speaks for."""
+
+    __tablename__ = "principals"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("p"))
+    name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(16))  # person | agent
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Membership(Base):
+    """A principal's role in one workspace: viewer, editor or admin."""
+
+    __tablename__ = "memberships"
+
+    principal_id: Mapped[str] = mapped_column(ForeignKey("principals.id", ondelete="CASCADE"), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id", ondelete="CASCADE"), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ApiToken(Base):
+    """A bearer token. Only the SHA-256 of its secret is kept: a leaked table grants nothing."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("tok"))
+    principal_id: Mapped[str] = mapped_column(ForeignKey("principals.id", ondelete="CASCADE"), index=True)
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id", ondelete="CASCADE"), index=True)
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    scopes: Mapped[list[str]] = mapped_column(JSON, default=list)
+    access: Mapped[str] = mapped_column(String(16))  # none | all | folders
+    folder_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

@@ -1,0 +1,137 @@
+"""search_knowledge_base (search_knowledge_base.txt): search each knowledge base of a workspace the
+caller picks, merge by score, keep the best top_k.
+
+Its contract differs from search_knowledge on purpose: `query is required` comes before anything
+else, top_k is enforced (1 to 50) rather than clamped, a knowledge base that fails is skipped and
+logged. Beyond the document, the result names the knowledge bases that failed, so an empty result
+tells "nothing matched" from "every knowledge base failed".
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
+
+from rag.errors import InvalidArgument, NotFound, PermissionDenied, RagError, Unavailable
+from rag.retrieve.types import Hit, Scope
+from rag.service.checks import int_arg, name_key
+from rag.service.principal import ACCESS_ALL, ACCESS_FOLDERS, SCOPE_READ, Principal
+from rag.service.tree import TreeAccess
+from rag.store.models import DOCUMENT, KnowledgeBase
+
+if TYPE_CHECKING:
+    from rag.retrieve.retriever import Retriever
+
+log = logging.getLogger(__name__)
+
+QUERY_REQUIRED = "query is required"
+WORKSPACE_REQUIRED = "workspace_id is required when you belong to more than one workspace"
+NO_KNOWLEDGE_BASE = "no knowledge base configured for this workspace"
+UNREACHABLE = "the knowledge base service is unreachable"
+UNEXPECTED = "this tool call could not be completed"  # what a surface says for anything unanticipated
+TOP_K_DEFAULT, TOP_K_MAX = 6, 50
+
+
+@dataclass
+class KnowledgeBaseSearch:
+    query: str
+    workspace_id: str
+    hits: list[Hit] = field(default_factory=list)
+    note: str | None = None  # set only when the workspace has no knowledge base
+    failed_knowledge_bases: list[dict[str, str]] = field(default_factory=list)  # {"id", "name"} of each
+
+
+class KnowledgeBaseSearchMixin(TreeAccess):
+    """A mixin of KnowledgeService."""
+
+    if TYPE_CHECKING:
+        retriever: Retriever
+
+        @staticmethod
+        def _check_query(query: object) -> str: ...
+
+    def search_knowledge_base(
+        self,
+        principal: Principal,
+        query: object = None,
+        workspace_id: object = None,
+        kb_id: object = None,
+        top_k: object = TOP_K_DEFAULT,
+    ) -> KnowledgeBaseSearch:
+        acting = principal
+        try:
+            if query is None or (isinstance(query, str) and not query.strip()):
+                raise InvalidArgument(QUERY_REQUIRED)
+            query = self._check_query(query)
+            acting = principal.in_workspace(self._pick_workspace(principal, workspace_id))
+            if SCOPE_READ not in acting.scopes:
+                raise PermissionDenied("this needs the knowledge:read scope")
+            self._require_role(acting, "viewer")
+            k = int_arg(top_k, "top_k", 1, TOP_K_MAX, default=TOP_K_DEFAULT)
+            result = self._search_workspace(acting, query, kb_id, k)
+        except RagError as exc:
+            self.record(acting, "search_knowledge_base", None, exc.code)
+            raise
+        except Exception:
+            self.record(acting, "search_knowledge_base", None, "error")
+            raise
+        self.record(acting, "search_knowledge_base", kb_id if isinstance(kb_id, str) else None, "ok", {
+            "results": len(result.hits), "failed": len(result.failed_knowledge_bases), "query_chars": len(query),
+        })
+        return result
+
+    @staticmethod
+    def _pick_workspace(principal: Principal, workspace_id: object) -> str:
+        if workspace_id is None:
+            workspaces = list(principal.workspaces)
+            if len(workspaces) != 1:
+                raise InvalidArgument(WORKSPACE_REQUIRED)
+            return workspaces[0]
+        if not isinstance(workspace_id, str) or not workspace_id.strip():
+            raise InvalidArgument("`workspace_id` must be a non-empty string")
+        return workspace_id.strip()
+
+    def _search_workspace(self, principal: Principal, query: str, kb_id: object, k: int) -> KnowledgeBaseSearch:
+        result = KnowledgeBaseSearch(query, principal.workspace_id)
+        if kb_id is not None and (not isinstance(kb_id, str) or not kb_id.strip()):
+            raise InvalidArgument("`kb_id` must be a non-empty string")
+        try:
+            with self.db.session() as session:
+                kbs = list(session.scalars(
+                    select(KnowledgeBase)
+                    .where(KnowledgeBase.workspace_id == principal.workspace_id)
+                    .order_by(KnowledgeBase.created_at, KnowledgeBase.name)
+                ))
+                if not kbs:
+                    result.note = NO_KNOWLEDGE_BASE
+                    return result
+                documents: frozenset[str] | None = None
+                if principal.access == ACCESS_FOLDERS:
+                    # Only the knowledge bases that hold the caller's folders: a failure elsewhere
+                    # must not name a knowledge base it cannot see.
+                    roots = self._roots(session, principal)
+                    kbs = [kb for kb in kbs if kb.id in {r.kb_id for r in roots}]
+                    rows = self._subtree(session, [r.id for r in roots])
+                    documents = frozenset(r.id for r in rows if r.kind == DOCUMENT)
+                elif principal.access != ACCESS_ALL:
+                    kbs = []
+        except SQLAlchemyError as exc:
+            log.exception("listing the knowledge bases failed")
+            raise Unavailable(UNREACHABLE) from exc
+        if kb_id is not None:
+            wanted = kb_id.strip()  # type: ignore[union-attr]
+            kbs = [kb for kb in kbs if kb.id == wanted or kb.name_key == name_key(wanted)][:1]
+            if not kbs:
+                raise NotFound("knowledge base not found")
+        for kb in kbs:
+            try:
+                result.hits += self.retriever.retrieve(query, Scope(principal.workspace_id, (kb.id,), documents), k)
+            except Exception:  # noqa: BLE001 - the document's rule: skip it, log it, go on with the others
+                log.exception("knowledge base %s failed during search_knowledge_base; skipped", kb.id)
+                result.failed_knowledge_bases.append({"id": kb.id, "name": kb.name})
+        result.hits = sorted(result.hits, key=lambda h: -h.score)[:k]
+        return result
