@@ -61,7 +61,7 @@ def test_search_lanes_answers_and_reads_stay_inside(svc, admin, world):
     for call in outside:
         with pytest.raises(NotFound, match="^not found$"):
             call()
-    assert svc.get_current_node(agent, outside_doc).node_id is None
+    assert svc.get_current_node(agent, outside_doc).node_id == outside_doc  # context, not a scoped read
     assert svc.get_document(admin, outside_doc).name  # it is still there for those who may see it
 
 

@@ -225,4 +225,6 @@ def test_no_knowledge_base_access_fails_every_tool_but_roots_and_current_node(sv
         with pytest.raises(PermissionDenied, match="^no knowledge base access$"):
             call()
     assert svc.get_root_nodes(agent) == []
-    assert svc.get_current_node(agent, root).payload() == {"node_id": None}
+    # Conversation context, never failing and never scoped (knowledge_base_mcp_server.md).
+    assert svc.get_current_node(agent, root).payload() == {"node_id": root}
+    assert svc.get_current_node(agent, None).payload() == svc.get_current_node(agent, "  ").payload() == {"node_id": None}

@@ -44,7 +44,12 @@ MAX_QUERY_CHARS = 4000
 NOTHING_FOUND = "The knowledge base has nothing on this question."
 
 
-def clamp_limit(value: object, default: int = 10, low: int = 1, high: int = 25) -> int:
+SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX = 10, 25  # search_knowledge's `limit` (the MCP schema states them too)
+
+
+def clamp_limit(
+    value: object, default: int = SEARCH_LIMIT_DEFAULT, low: int = 1, high: int = SEARCH_LIMIT_MAX
+) -> int:
     """search_knowledge's rule: out of range is clamped, a non-numeric value falls back to the default."""
     if isinstance(value, bool):
         return default

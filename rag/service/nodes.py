@@ -35,7 +35,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+MAX_NODE_ID_CHARS = 200  # far above our ids; a longer value is not an id from this service
+
 MAX_TREE_NODES = 10_000  # a larger tree is cut, breadth first, and says so with `truncated`
+# The `limit` bounds of search_documents and search_nodes_by_name (the MCP schemas state them too).
+DOCUMENTS_LIMIT_DEFAULT, DOCUMENTS_LIMIT_MAX = 10, 25
+NAMES_LIMIT_DEFAULT, NAMES_LIMIT_MAX = 25, 100
 
 
 class NodeReads(TreeAccess):
@@ -49,11 +54,13 @@ class NodeReads(TreeAccess):
         def _check_query(query: object) -> str: ...
 
     @recorded("search_documents", detail=("limit",), after=lambda hits: {"results": len(hits)})
-    def search_documents(self, principal: Principal, query: str, limit: int = 10) -> list[DocumentHit]:
+    def search_documents(
+        self, principal: Principal, query: str, limit: int = DOCUMENTS_LIMIT_DEFAULT
+    ) -> list[DocumentHit]:
         """Hybrid search over published documents; each hit names the node get_document reads."""
         self._reader(principal)
         query = self._check_query(query)
-        limit = int_arg(limit, "limit", 1, 25, default=10)
+        limit = int_arg(limit, "limit", 1, DOCUMENTS_LIMIT_MAX, default=DOCUMENTS_LIMIT_DEFAULT)
         hits = self.retriever.retrieve(query, self.scope(principal), limit)
         chars = self.settings.retrieve.excerpt_chars
         return [
@@ -143,13 +150,15 @@ class NodeReads(TreeAccess):
         return tree
 
     @recorded("search_nodes_by_name", detail=("limit",), after=lambda found: {"results": len(found)})
-    def search_nodes_by_name(self, principal: Principal, query: str, limit: int = 25) -> list[NamedNode]:
+    def search_nodes_by_name(
+        self, principal: Principal, query: str, limit: int = NAMES_LIMIT_DEFAULT
+    ) -> list[NamedNode]:
         """Folders and documents whose name contains the query, ignoring case; shortest names first."""
         self._reader(principal)
         needle = " ".join(text_arg(query, "query").split()).casefold()
         if len(needle) > MAX_NAME_CHARS:
             raise InvalidArgument(f"`query` must be at most {MAX_NAME_CHARS} characters")
-        limit = int_arg(limit, "limit", 1, 100, default=25)
+        limit = int_arg(limit, "limit", 1, NAMES_LIMIT_MAX, default=NAMES_LIMIT_DEFAULT)
         pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         with self.db.session() as session:
             visible = self._visible_ids(session, principal)
@@ -179,15 +188,10 @@ class NodeReads(TreeAccess):
 
     @recorded("get_current_node")
     def get_current_node(self, principal: Principal, node_id: object = None) -> CurrentNode:
-        """The node the person is viewing, as the surface read it from the request; null when there
-        is none, or it is unknown or outside the caller's scope. Never fails."""
-        try:
-            if not isinstance(node_id, str) or not node_id.strip():
-                return CurrentNode(None)
-            if principal.access not in (ACCESS_ALL, ACCESS_FOLDERS):
-                return CurrentNode(None)
-            with self.db.session() as session:
-                return CurrentNode(self._node(session, principal, node_id.strip()).id)
-        except Exception:  # noqa: BLE001 - context that cannot be resolved is no context
-            log.debug("current node %r not resolved", node_id, exc_info=True)
+        """The node the person is viewing, as the surface read it from the request, or null when
+        there is none. knowledge_base_mcp_server.md: conversation context, not an access-scoped
+        lookup; it never fails and never enforces scope, so the id may be one the caller cannot
+        read (reading it then says "not found", as for any id)."""
+        if not isinstance(node_id, str) or not node_id.strip() or len(node_id) > MAX_NODE_ID_CHARS:
             return CurrentNode(None)
+        return CurrentNode(node_id.strip())

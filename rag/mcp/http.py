@@ -1,0 +1,95 @@
+"""The MCP tools over streamable HTTP, behind the HTTP API's bearer tokens.
+
+    app, lifespan = mcp_http(svc)
+    api.mount("/mcp", app)            # serves /mcp/ (Starlette redirects /mcp to it), or:
+    api.add_route("/mcp", app)        # serves /mcp itself; the app answers on any path it is given
+    ... and in the host's lifespan:  async with lifespan(): yield
+
+A mounted app's own lifespan never runs, so the host enters the session manager's. Every HTTP
+request is authenticated with `svc.authenticate` (the same tokens, the same "invalid or expired
+token" for unknown, revoked and expired ones, as 401); the principal travels in the ASGI scope to
+the tool call, which acts with it. DNS-rebinding checks are left to the host: a request without a
+valid bearer token never reaches a tool.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Callable
+
+import anyio
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from rag.errors import Unauthenticated
+from rag.mcp.server import PRINCIPAL_KEY, build_server
+from rag.service.kb_search import UNREACHABLE
+
+if TYPE_CHECKING:
+    from rag.service import KnowledgeService
+
+log = logging.getLogger("rag.mcp")
+
+
+def bearer_auth(app: ASGIApp, svc: KnowledgeService) -> ASGIApp:
+    """ASGI middleware: a valid bearer token or 401, before anything of MCP runs."""
+
+    async def authenticated(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            authenticated_scope = await _with_principal(scope, send, svc)
+            if authenticated_scope is None:
+                return  # refused, and answered
+            scope = authenticated_scope
+        await app(scope, receive, send)
+
+    return authenticated
+
+
+async def _with_principal(scope: Scope, send: Send, svc: KnowledgeService) -> Scope | None:
+    """The scope with the caller's principal in it; None when the request was refused (and answered)."""
+    scheme, _, secret = Headers(scope=scope).get("authorization", "").partition(" ")
+    try:
+        # A database lookup: off the event loop. A missing or non-Bearer header is refused by
+        # authenticate itself, with the same message as a bad token.
+        bearer = secret.strip() if scheme.lower() == "bearer" else None
+        principal = await anyio.to_thread.run_sync(svc.authenticate, bearer)
+    except Unauthenticated as exc:
+        await _refuse(send, 401, "invalid_token", exc.message)
+        return None
+    except Exception:  # noqa: BLE001 - a store that is down: said generically, logged in full
+        log.exception("authenticating an MCP request failed")
+        await _refuse(send, 503, "temporarily_unavailable", UNREACHABLE)
+        return None
+    # `user` binds each MCP session to the token that opened it: the SDK answers a request for a
+    # session with another token's credential as if the session did not exist.
+    user = AuthenticatedUser(AccessToken(
+        token=principal.token_id or "", client_id=principal.token_id or "", scopes=sorted(principal.scopes),
+        subject=principal.principal_id,
+    ))
+    return {**scope, PRINCIPAL_KEY: principal, "user": user}
+
+
+async def _refuse(send: Send, status: int, error: str, message: str) -> None:
+    body = json.dumps({"error": error, "error_description": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", f'Bearer error="{error}", error_description="{message}"'.encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def mcp_http(svc: KnowledgeService) -> tuple[ASGIApp, Callable[[], AbstractAsyncContextManager[None]]]:
+    """The streamable-HTTP MCP app (bearer tokens required) and the context manager the host
+    enters in its lifespan to run the MCP sessions."""
+    server = build_server(svc)
+    # Builds the session manager; its Starlette wrapper (one fixed route, a lifespan that would not
+    # run when mounted) is not used: the session manager's own ASGI app answers on any path.
+    server.streamable_http_app(transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    manager = server.session_manager
+    return bearer_auth(StreamableHTTPASGIApp(manager), svc), manager.run

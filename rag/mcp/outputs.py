@@ -1,0 +1,100 @@
+"""The structured outputs of the tools, as types: their JSON schemas are the tools' output schemas.
+
+The first group is knowledge_search_and_ask.txt's and search_knowledge_base.txt's documented
+shapes, field for field (a field the connector never recorded is absent, hence NotRequired). The
+second wraps the node views (rag/service/views.py) that come back as lists under one key each,
+because structured content must be a JSON object.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+from typing_extensions import NotRequired, TypedDict
+
+from rag.service.views import DocumentHit, NamedNode, NodeInfo, VersionInfo
+
+SourceId = Annotated[str, Field(description=(
+    "The knowledge base's id for the ingested source (provider:org:resource:item). Not an artifact id: "
+    "never pass it to the document tools."
+))]
+DocumentId = Annotated[str, Field(description="The same value as source_id, kept for callers that already read it. "
+                                              "Prefer source_id.")]
+Score = Annotated[float, Field(description="The fused ranking score across the retrieval lanes.")]
+Label = Annotated[str, Field(description=(
+    "Where the source came from, in the connector's words (for example notion:Getting Started). A label, "
+    "not a URL; absent when the connector recorded none."
+))]
+
+
+class KnowledgeHit(TypedDict):
+    source_id: SourceId
+    document_id: DocumentId
+    title: str
+    score: Score
+    retrievers: Annotated[list[str], Field(
+        description='Which lanes found the excerpt (for example ["vector", "text"]).')]
+    excerpt: Annotated[str, Field(description="The excerpt, up to 2,000 characters, then […truncated].")]
+    source: NotRequired[Label]
+
+
+class SearchKnowledgeOutput(TypedDict):
+    results: Annotated[list[KnowledgeHit], Field(description="Ranked hits, best first.")]
+    truncated: Annotated[bool, Field(description="true when results were dropped to keep the response under "
+                                                 "50,000 characters.")]
+
+
+class KnowledgeSource(TypedDict):
+    source_id: SourceId
+    document_id: DocumentId
+    title: str
+    score: Score
+    source: NotRequired[Label]
+
+
+class AskKnowledgeOutput(TypedDict):
+    answer: Annotated[str, Field(description="The synthesized answer, citing sources as [n].")]
+    sources: Annotated[list[KnowledgeSource], Field(description=(
+        "The sources the answer drew on, in citation order. Empty when the knowledge base had nothing relevant."
+    ))]
+
+
+class KnowledgeBaseHit(KnowledgeHit):
+    node_id: Annotated[str, Field(description="The document's node id, for get_document.")]
+    kb_id: Annotated[str, Field(description="The knowledge base the excerpt came from.")]
+
+
+class FailedKnowledgeBase(TypedDict):
+    id: str
+    name: str
+
+
+class SearchKnowledgeBaseOutput(TypedDict):
+    query: Annotated[str, Field(description="The text you searched for.")]
+    results: Annotated[list[KnowledgeBaseHit], Field(description="The merged, score-sorted list, cut to top_k.")]
+    note: NotRequired[Annotated[str, Field(description="Only when the workspace has no knowledge base.")]]
+    failed_knowledge_bases: NotRequired[Annotated[list[FailedKnowledgeBase], Field(description=(
+        "Each knowledge base that answered with an error and was skipped; present only when one did, so an empty "
+        "result tells 'nothing matched' from 'every knowledge base refused'."
+    ))]]
+
+
+class DocumentHits(TypedDict):
+    results: list[DocumentHit]
+
+
+class Versions(TypedDict):
+    versions: Annotated[list[VersionInfo], Field(description="Newest first, without bodies.")]
+
+
+class Children(TypedDict):
+    children: Annotated[list[NodeInfo], Field(description="Folders first, then by name.")]
+
+
+class NamedNodes(TypedDict):
+    results: Annotated[list[NamedNode], Field(description="Shortest names first.")]
+
+
+class RootNodes(TypedDict):
+    roots: list[NodeInfo]

@@ -1,0 +1,89 @@
+"""The tools of knowledge_search_and_ask.txt (`search_knowledge`, `ask_knowledge`) and of
+search_knowledge_base.txt (`search_knowledge_base`): each calls the service method the CLI and the
+HTTP API call, and renders the result the way its own document says."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from rag.mcp.outputs import AskKnowledgeOutput, SearchKnowledgeBaseOutput, SearchKnowledgeOutput
+from rag.mcp.render import ask_knowledge_output, search_knowledge_output
+from rag.mcp.schemas import inputs, lenient, string
+from rag.mcp.spec import READ, Call, Output, ToolSpec
+from rag.render import knowledge_base_search_payload
+from rag.service.core import SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX, clamp_limit
+from rag.service.kb_search import TOP_K_DEFAULT, TOP_K_MAX
+
+TOOL_FAILED = "Tool failed: "
+
+# search_knowledge clamps `limit` and search_knowledge_base refuses a `top_k` out of bounds with its
+# own message: the schemas state the bounds and accept any value, for the service to apply the rule.
+LIMIT = lenient({"type": "number", "minimum": 1, "maximum": SEARCH_LIMIT_MAX}, (
+    f"Maximum results, 1 to {SEARCH_LIMIT_MAX}. Values outside the range are clamped; a non-numeric value falls "
+    f"back to the default ({SEARCH_LIMIT_DEFAULT})."), SEARCH_LIMIT_DEFAULT)
+TOP_K = lenient({"type": "integer", "minimum": 1, "maximum": TOP_K_MAX}, (
+    f"Minimum 1, maximum {TOP_K_MAX}, default {TOP_K_DEFAULT}. The bounds are enforced, not clamped: a value outside "
+    f"1 to {TOP_K_MAX} is refused with a message naming the bound, and 0 is not read as unspecified."), TOP_K_DEFAULT)
+
+
+def _search_knowledge(call: Call) -> Output:
+    result = call.svc.search(call.principal, call.arg("query"), clamp_limit(call.arg("limit")))
+    return search_knowledge_output(result.query, result.hits, call.svc.settings.retrieve.excerpt_chars)
+
+
+def _ask_knowledge(call: Call) -> Output:
+    answer = call.svc.ask(call.principal, call.arg("query"))
+    return ask_knowledge_output(answer, call.svc.settings.retrieve.excerpt_chars)
+
+
+def _search_knowledge_base(call: Call) -> Output:
+    result = call.svc.search_knowledge_base(
+        call.principal, call.arg("query"), call.arg("workspace_id"), call.arg("kb_id"), call.arg("top_k")
+    )
+    return Output.json(knowledge_base_search_payload(result, call.svc.settings.retrieve.excerpt_chars))
+
+
+def _query_tool(
+    name: str, title: str, description: str, query: str, output_type: object, run: Callable[[Call], Output],
+    error_prefix: str = TOOL_FAILED, **more: dict[str, Any],
+) -> ToolSpec:
+    """A read-only tool whose one required argument is `query`."""
+    schema = inputs({"query": string(query), **more}, required=("query",))
+    return ToolSpec(name, title, description, schema, output_type, READ, run, error_prefix)
+
+
+KNOWLEDGE_TOOLS = (
+    _query_tool(
+        "search_knowledge_base", "Search knowledge bases",
+        "Semantic search over the workspace's knowledge bases. Role required: viewer. With no kb_id it searches "
+        "every knowledge base of the workspace, merges the results, sorts them by score and returns the best top_k "
+        "overall; with a kb_id, that one only. A workspace without a knowledge base gives an empty list and a note. "
+        "A knowledge base that answers with an error is skipped, logged and named in failed_knowledge_bases.",
+        "The search text. Required; an empty string counts as absent.",
+        SearchKnowledgeBaseOutput, _search_knowledge_base, error_prefix="",  # its document has no prefix
+        workspace_id=string(
+            "The workspace to act in. Optional if you belong to exactly one workspace, required otherwise."
+        ),
+        kb_id=string("Search one knowledge base (its id, or its name) instead of every one in the workspace."),
+        top_k=TOP_K,
+    ),
+    _query_tool(
+        "search_knowledge", "Search knowledge",
+        "Hybrid (vector + full-text) search over the organization's ingested knowledge base. Returns ranked "
+        "document excerpts with relevance scores. Use for finding source material to reason over yourself.\n\n"
+        "Use this when you want raw passages to reason over. For a direct answer, use ask_knowledge. "
+        "The document_id/source_id of a result is a knowledge id, not a node id: never pass it to the document "
+        "tools (get_document takes the node ids of search_documents).",
+        "The search query. Must be a non-empty string.",
+        SearchKnowledgeOutput, _search_knowledge,
+        limit=LIMIT,
+    ),
+    _query_tool(
+        "ask_knowledge", "Ask knowledge",
+        "Ask a question about the organization's knowledge base and get an LLM-synthesized answer with cited "
+        "sources. Use when you want a direct answer rather than raw excerpts. The answer is a synthesis: follow "
+        "the cited sources for detail.",
+        "The question to answer. Must be a non-empty string.",
+        AskKnowledgeOutput, _ask_knowledge,
+    ),
+)

@@ -1,0 +1,84 @@
+"""`rag mcp` as agents start it: a child process speaking MCP on stdin/stdout, driven by outside
+clients (the MCP Inspector CLI, and the Python SDK's stdio client). Nothing but the protocol may
+reach standard output."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from rag.service import KnowledgeService
+from rag.settings import Settings
+
+from .mcp_support import TOOL_NAMES, run, token
+
+RAG = str(Path(sys.executable).parent / "rag")  # the console script, as an agent's configuration names it
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> tuple[Path, str]:
+    """A home with an empty default knowledge base and an agent's token. The service is closed
+    again: the `rag mcp` child holds the store while it serves."""
+    path = tmp_path_factory.mktemp("mcp_stdio") / "home"
+    with KnowledgeService(Settings(home=path)) as svc:
+        svc.ensure_workspace("default")
+        return path, token(svc, access="all")
+
+
+def inspector(home: tuple[Path, str], *args: str) -> dict:
+    npx = shutil.which("npx")
+    if npx is None:
+        if os.environ.get("CI"):
+            pytest.fail("npx is missing: CI must run the MCP Inspector")
+        pytest.skip("npx is missing (the MCP Inspector CLI runs on Node)")
+    path, secret = home
+    command = [npx, "-y", "@modelcontextprotocol/inspector", "--cli", "-e", f"RAG_HOME={path}",
+               "-e", f"RAG_TOKEN={secret}", RAG, "mcp", *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+def test_the_inspector_lists_the_tools_and_calls_one(home):
+    listed = inspector(home, "--method", "tools/list")["tools"]
+    assert {t["name"] for t in listed} == TOOL_NAMES
+    search = next(t for t in listed if t["name"] == "search_knowledge")
+    assert search["annotations"]["readOnlyHint"] is True and search["annotations"]["openWorldHint"] is False
+    assert search["outputSchema"]["type"] == "object" and search["inputSchema"]["required"] == ["query"]
+    called = inspector(home, "--method", "tools/call", "--tool-name", "search_knowledge_base")
+    assert called == {"content": [{"type": "text", "text": "query is required"}], "isError": True}
+
+
+def test_the_sdk_stdio_client_drives_rag_mcp(home):
+    path, secret = home
+    server = StdioServerParameters(command=RAG, args=["mcp"], env={
+        "RAG_HOME": str(path), "RAG_TOKEN": secret, "RAG_EMBED_CACHE": os.environ["RAG_EMBED_CACHE"]})
+
+    async def main():
+        async with Client(server) as client:
+            roots = await client.call_tool("get_root_nodes", {})
+            made = await client.call_tool("create_document", {"name": "Note", "content": "# Note\n\nHello.\n"})
+            searched = await client.call_tool("search_knowledge", {"query": "hello"})  # loads the model
+            return roots, made, searched
+
+    roots, made, searched = run(main)
+    assert [r["name"] for r in roots.structured_content["roots"]] == ["default"]
+    assert made.structured_content["status"] == "draft"
+    assert searched.content[0].text == "No results found."  # the only document is a draft
+
+
+def test_a_bad_token_fails_before_serving(home):
+    path, _ = home
+    env = {**os.environ, "RAG_HOME": str(path)}
+    result = subprocess.run([RAG, "mcp", "--token", "rag_nope"], capture_output=True, text=True, env=env,
+                            stdin=subprocess.DEVNULL, timeout=300)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.endswith("error: invalid or expired token\n")
