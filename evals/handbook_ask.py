@@ -52,18 +52,38 @@ def score(svc: Any, principal: Any, data: dict[str, list[dict[str, Any]]], repea
     """Ask every question through ``svc.ask`` and score the answers (timed, warm)."""
     rows: list[dict[str, Any]] = []
     latencies: list[float] = []
+    outside: list[float] = []  # with a model: each ask's time minus its model calls
+    model_ms = [0.0]
+    model = svc.chat_model
+    if model is not None:
+        complete = model.complete
+
+        def timed(messages: Any) -> str:
+            start = time.perf_counter()
+            try:
+                return complete(messages)
+            finally:
+                model_ms[0] += (time.perf_counter() - start) * 1000
+
+        model.complete = timed
     svc.ask(principal, "warm up: how do I request leave?")  # model load, caches
     for kind in ("answerable", "unanswerable"):
         for q in data[kind]:
             for _ in range(repeats):
+                model_ms[0] = 0.0
                 start = time.perf_counter()
                 answer = svc.ask(principal, q["question"])
                 latencies.append((time.perf_counter() - start) * 1000)
+                if model is not None and not answer.abstained:
+                    outside.append(latencies[-1] - model_ms[0])
+            # The vector lane's best similarity: what the abstention threshold is set against.
+            best = svc.retriever.retrieve(q["question"], svc.scope(principal), 1, lanes=("vector",))
             pages = [":" + p for p in q.get("pages", [])]
             rows.append({
                 "id": q["id"],
                 "kind": q.get("kind", kind),
                 "abstained": answer.abstained,
+                "top_similarity": round(best[0].vector_similarity or 0.0, 3) if best else 0.0,
                 "right_page": bool(answer.sources) and answer.sources[0].source_id.endswith(tuple(pages or ["\0"])),
                 "cited_right_page": any(s.source_id.endswith(p) for s in answer.sources for p in pages),
                 "fact": any(f.lower() in answer.text.lower() for f in q.get("facts", [])),
@@ -82,9 +102,15 @@ def score(svc: Any, principal: Any, data: dict[str, list[dict[str, Any]]], repea
         "citations_valid": share(rows, "valid"),
         "off_topic_abstained": share([r for r in rows if r["kind"] == "off-topic"], "abstained"),
         "near_topic_abstained": share([r for r in rows if r["kind"] == "near-topic"], "abstained"),
+        "answerable_min_similarity": min((r["top_similarity"] for r in answerable), default=0.0),
+        "off_topic_max_similarity": max((r["top_similarity"] for r in rows if r["kind"] == "off-topic"), default=0.0),
         "asks_timed": len(latencies),
         "latency_p50_ms": round(statistics.median(latencies), 1),
         "latency_p95_ms": round(percentile(latencies, 0.95), 1),
+        **({
+            "outside_model_p50_ms": round(statistics.median(outside), 1),
+            "outside_model_p95_ms": round(percentile(outside, 0.95), 1),
+        } if outside else {}),
         "rows": rows,
     }
 

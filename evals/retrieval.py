@@ -28,6 +28,7 @@ from rich.progress import (
 )
 
 from evals.beir import BeirDataset, load_beir
+from evals.qa import QADataset
 from evals.metrics import evaluate
 from rag.models.embed import Embedder
 from rag.retrieve.types import Hit, LaneHit, Scope
@@ -84,7 +85,7 @@ class Bench:
 
     service: KnowledgeService
     principal: Principal
-    dataset: BeirDataset
+    dataset: BeirDataset | QADataset
     scope: Scope
     embedder: QueryMemo
 
@@ -112,9 +113,11 @@ def eval_settings(home: Path, embed_cache: Path | None = None) -> Settings:
 
 
 def open_bench(
-    dataset: BeirDataset, home: Path, progress: Progress, embed_cache: Path | None = None
+    dataset: BeirDataset | QADataset, home: Path, progress: Progress, embed_cache: Path | None = None,
+    settings: Settings | None = None,
 ) -> Bench:
-    service = KnowledgeService(eval_settings(home, embed_cache))
+    """The dataset's corpus ingested; `settings` default to eval_settings(home, embed_cache)."""
+    service = KnowledgeService(settings or eval_settings(home, embed_cache))
     try:
         principal = Principal.local_admin(WORKSPACE)
         tasks: dict[str, int] = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -16,7 +16,10 @@ from rich.table import Table
 
 from rag.errors import RagError, StoreLocked
 
-eval_app = typer.Typer(help="Measure retrieval quality on benchmark datasets.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from evals.compare import Difference
+
+eval_app = typer.Typer(help="Measure retrieval and cited answers on benchmark datasets.", no_args_is_help=True)
 
 
 def _table(result: dict) -> Table:
@@ -54,18 +57,128 @@ def retrieval(
 
     try:
         result = run_retrieval_eval(EvalOptions(dataset, split, peers, home, limit), Console(stderr=True))
-    except FileNotFoundError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        raise typer.Exit(2) from None
-    except RagError as exc:
-        sys.stderr.write(f"error: {exc.message}\n")
-        raise typer.Exit(3 if isinstance(exc, StoreLocked) else 1) from None
+    except (FileNotFoundError, RagError) as exc:
+        raise _fail(exc) from None
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     else:
         out = Console()
         out.print(_table(result))
         out.print(_footer(result), style="dim")
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    """The one mapping of a harness error to a message and an exit code."""
+    if isinstance(exc, RagError):
+        sys.stderr.write(f"error: {exc.message}\n")
+        return typer.Exit(3 if isinstance(exc, StoreLocked) else 1)
+    sys.stderr.write(f"error: {exc}\n")
+    return typer.Exit(2)
+
+
+def _answer_table(title: str, scores: dict) -> Table:
+    from evals.answer_report import table_rows
+
+    header, rows = table_rows(scores)
+    table = Table(title=title)
+    for i, name in enumerate(header):
+        table.add_column(name, justify="left" if i == 0 else "right", style="bold" if i == 1 else None)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+@eval_app.command("run")
+def run(
+    dataset: Path = typer.Option(
+        ..., "--dataset", exists=True, file_okay=False, help="corpus.jsonl + questions.jsonl (HotpotQA layout)."
+    ),
+    synthesizer: Optional[str] = typer.Option(
+        None, "--synthesizer", help="'extractive' or a litellm model (default: RAG_LLM_MODEL, else extractive)."
+    ),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Ask only the first N questions."),
+    unanswerable: float = typer.Option(
+        0.0, "--unanswerable", min=0.0, max=1.0, help="Make this fraction unanswerable (gold passages left out)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the unanswerable choice."),
+    judge: Optional[str] = typer.Option(
+        None, "--judge", help="litellm model judging citation support (default: RAG_LLM_MODEL; 'none': skip)."
+    ),
+    out: Optional[Path] = typer.Option(None, "--out", file_okay=False, help="Write the report files here."),
+    home: Optional[Path] = typer.Option(None, "--home", help="Keep the ingested store here (default: a temp dir)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Cited answers scored against gold answers and passages, beside top-1 copy and always abstain."""
+    from evals.answer_report import GROUP_TITLES, write_run
+    from evals.answers import AnswerEvalOptions, run_answer_eval
+
+    options = AnswerEvalOptions(dataset, synthesizer, limit, unanswerable, seed, home, judge=judge)
+    try:
+        summary, rows = run_answer_eval(options, Console(stderr=True))
+    except (FileNotFoundError, ValueError, RagError) as exc:
+        raise _fail(exc) from None
+    if out is not None:
+        write_run(out, summary, rows)
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    console = Console()
+    for group in ("all", "yes_no"):
+        if summary["scores"][group]["rag"]["questions"]:
+            console.print(_answer_table(GROUP_TITLES[group], summary["scores"][group]))
+    seconds, load = summary["seconds"], summary["load_average"]
+    console.print(f"{summary['synthesizer']}; {seconds['total']:.0f} s; load {load['end'][0]}"
+                  + (f"; report in {out}" if out else ""), style="dim")
+
+
+def _print_differences(diffs: list[Difference], title: str) -> None:
+    """A table per question group: ours always, a baseline only where it moved (then retrieval or
+    the data did)."""
+    console = Console()
+    console.print(title, style="bold")
+    short = {"rag": "rag", "top1_copy": "top-1", "always_abstain": "abstain"}
+    for group in dict.fromkeys(d.group for d in diffs):
+        table = Table(title=group)
+        for name in ("system", "metric", "A", "B", "Δ", ""):
+            table.add_column(name, justify="right" if name in ("A", "B", "Δ") else "left", no_wrap=True)
+        for d in diffs:
+            if d.group == group and (d.system == "rag" or d.a != d.b):
+                table.add_row(short.get(d.system, d.system), d.metric, *(
+                    "–" if v is None else f"{v:.4g}" for v in (d.a, d.b, d.delta)
+                ), "REGRESSION" if d.regression else "", style="bold red" if d.regression else None)
+        console.print(table)
+
+
+@eval_app.command("compare")
+def compare(
+    a: Path = typer.Argument(..., help="The reference run's --out folder."),
+    b: Path = typer.Argument(..., help="The new run's --out folder."),
+    tolerance: float = typer.Option(0.02, "--tolerance", min=0.0, help="Largest drop of a score that is no regression."),
+    latency_tolerance: Optional[float] = typer.Option(
+        None, "--latency-tolerance", min=0.0, help="Also fail when a latency grows by more than this share (0.5: +50%)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the differences as JSON."),
+) -> None:
+    """The differences between two runs; exit code 1 when B regresses on A beyond the tolerance."""
+    from dataclasses import asdict
+
+    from evals.compare import compare_runs, load_run, mismatches
+
+    try:
+        run_a, run_b = load_run(a), load_run(b)
+        diffs = compare_runs(run_a, run_b, tolerance, latency_tolerance)
+    except (FileNotFoundError, ValueError, KeyError) as exc:
+        raise _fail(exc if not isinstance(exc, KeyError) else ValueError(f"not a run summary (no {exc})")) from None
+    for line in mismatches(run_a, run_b):
+        sys.stderr.write(f"warning: the runs differ in {line}\n")
+    regressions = [d for d in diffs if d.regression]
+    if as_json:
+        typer.echo(json.dumps([{**asdict(d), "delta": d.delta} for d in diffs], indent=2))
+    else:
+        _print_differences(diffs, f"{a} → {b}")
+    if regressions:
+        sys.stderr.write(f"{len(regressions)} regression(s) beyond the tolerance\n")
+        raise typer.Exit(1)
 
 
 if __name__ == "__main__":

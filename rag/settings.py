@@ -86,8 +86,13 @@ class AnswerSettings(BaseModel):
 
     excerpts: int = Field(8, ge=1, le=25, description="Retrieved excerpts numbered for the answer.")
     min_similarity: float = Field(
-        0.30, ge=-1.0, le=1.0,
+        0.33, ge=-1.0, le=1.0,
         description="Abstain unless some excerpt's vector similarity to the question reaches this...",
+    )
+    min_excerpt_similarity: float = Field(
+        0.25, ge=-1.0, le=1.0,
+        description="Once a question is answerable, the excerpts an answer may draw on reach this similarity "
+        "(or the coverage rule).",
     )
     min_coverage: float = Field(
         0.75, ge=0.0, le=1.0,

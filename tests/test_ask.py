@@ -185,7 +185,8 @@ def test_extractive_answer_quotes_the_right_page_with_valid_citations(handbook):
 
 def test_everyday_handbook_questions_extractive(handbook):
     """40 everyday questions and 20 the handbook cannot answer (evals/fixtures/handbook_questions.yaml).
-    Measured: cites the right page 0.925, holds the fact 0.775, every off-topic question refused."""
+    Measured (python -m evals.handbook_ask): first source right 0.85, cites the right page 0.925,
+    holds the fact 0.775, every off-topic question refused."""
     from evals.handbook_ask import load_questions, score
 
     result = score(handbook, READER, load_questions())

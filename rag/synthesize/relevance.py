@@ -38,14 +38,22 @@ def searchable_text(hit: Hit) -> str:
 
 
 def relevant_hits(question: str, hits: Sequence[Hit], settings: AnswerSettings) -> list[Hit]:
-    """The hits that pass either signal, in their ranked order; empty means abstain."""
+    """The hits an answer may draw on, in their ranked order; empty means abstain.
+
+    Two steps. Is the question answerable at all: does some hit pass `min_similarity` or
+    `min_coverage`? Then, which hits: those within reach of it, passing `min_excerpt_similarity`
+    (lower) or the coverage rule. One threshold for both would either let off-topic questions
+    through or drop useful second excerpts of a good answer."""
     wanted = question_stems(question)
-    kept = []
-    for hit in hits:
-        similar = hit.vector_similarity is not None and hit.vector_similarity >= settings.min_similarity
+
+    def covered(hit: Hit) -> bool:
         # A question of one or two words is covered by any excerpt that mentions them; coverage
         # alone needs at least three words to mean anything.
-        covered = len(wanted) >= 3 and coverage(wanted, searchable_text(hit)) >= settings.min_coverage
-        if similar or covered:
-            kept.append(hit)
-    return kept
+        return len(wanted) >= 3 and coverage(wanted, searchable_text(hit)) >= settings.min_coverage
+
+    def similar(hit: Hit, floor: float) -> bool:
+        return hit.vector_similarity is not None and hit.vector_similarity >= floor
+
+    if not any(similar(hit, settings.min_similarity) or covered(hit) for hit in hits):
+        return []
+    return [hit for hit in hits if similar(hit, settings.min_excerpt_similarity) or covered(hit)]
