@@ -167,6 +167,40 @@ def ask(
                 sys.stdout.write(tail + "\n")
 
 
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8000, "--port", min=1, max=65535, help="Port to listen on."),
+) -> None:
+    """Serve the HTTP API (OpenAPI at /docs; the MCP server at /mcp when installed) until Ctrl-C."""
+    import uvicorn
+
+    from rag.api import create_app
+    from rag.api.app import serving_process
+
+    # The service is opened here rather than in the app's lifespan so that a store held by another
+    # process is the CLI's clear message and exit code 3, not a traceback from uvicorn's start-up.
+    with service(writer=True) as svc:
+        serving_process(svc.settings)
+        sys.stderr.write(f"serving {svc.settings.home} on http://{host}:{port}\n")
+        uvicorn.run(create_app(service=svc), host=host, port=port)
+
+
+@app.command()
+def mcp(
+    token: Optional[str] = typer.Option(
+        None, "--token", envvar="RAG_TOKEN", show_envvar=True,
+        help="The bearer token the tools act with (`rag token create`); default: $RAG_TOKEN.",
+    ),
+) -> None:
+    """Serve the MCP tools over stdio for one agent (standard output is the protocol; logs go to the log file)."""
+    from rag.mcp.stdio import serve_stdio, stdout_reserved
+
+    # Reserved before the service opens: nothing a library prints at start-up may reach the protocol.
+    with stdout_reserved() as hand_over, service(writer=True) as svc:
+        serve_stdio(svc, token, hand_over)
+
+
 token_app = typer.Typer(no_args_is_help=True, help="Bearer tokens for the HTTP API and the MCP server.")
 app.add_typer(token_app, name="token")
 

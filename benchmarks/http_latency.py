@@ -1,0 +1,209 @@
+"""HTTP latency and throughput of `rag serve` on the 18F handbook.
+
+A real `rag serve` process on a temporary RAG_HOME (the handbook ingested first, embeddings from
+the shared cache), driven over real sockets with httpx:
+
+- latency: POST /v1/search (limit 10) and POST /v1/ask (the extractive answer, no model), one
+  client, warm (10 warm-up requests each), p50 / p95 / mean over the handbook questions
+  (evals/fixtures/handbook_questions.yaml: everyday ones and ones the handbook cannot answer);
+- throughput: 8 clients at once (threads, one keep-alive connection each) for a fixed time per
+  endpoint: requests per second, and the latency each client saw meanwhile.
+
+    python -m benchmarks.http_latency [--rounds 2] [--duration 20] [--clients 8] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+import yaml
+
+from benchmarks import write_json
+
+REPO = Path(__file__).resolve().parents[1]
+HANDBOOK = Path(os.environ.get("RAG_SHARED_DIR", REPO.parent / "shared")) / "datasets" / "handbook_18f" / "pages"
+QUESTIONS = REPO / "evals" / "fixtures" / "handbook_questions.yaml"
+
+
+def questions() -> list[str]:
+    data = yaml.safe_load(QUESTIONS.read_text())
+    return [q["question"] for kind in ("answerable", "unanswerable") for q in data.get(kind, [])]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rag(env: dict[str, str], *args: str, **kwargs: Any) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rag.cli", *args], env=env, check=True, text=True,
+                          capture_output=True, **kwargs)
+
+
+class Served:
+    """`rag serve` on a fresh home holding the handbook, until the block ends."""
+
+    def __init__(self, home: Path) -> None:
+        self.env = {**os.environ, "RAG_HOME": str(home)}
+        self.env.setdefault("RAG_EMBED_CACHE", str(REPO / ".cache" / "embeddings.sqlite"))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = home.parent / "serve.log"
+
+    def __enter__(self) -> "Served":
+        started = time.perf_counter()
+        rag(self.env, "ingest", str(HANDBOOK), "--json")
+        self.ingest_s = time.perf_counter() - started
+        self.token = rag(self.env, "token", "create", "--workspace", "default", "--role", "viewer").stdout.strip()
+        with self.log.open("w") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", "rag.cli", "serve", "--port", str(self.port)],
+                                            env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 180
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"rag serve exited: {self.log.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=5).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("rag serve did not start")
+            time.sleep(0.2)
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=120)
+
+
+Call = Callable[[httpx.Client, str], None]
+
+
+def search(client: httpx.Client, query: str) -> None:
+    response = client.post("/v1/search", json={"query": query, "limit": 10})
+    response.raise_for_status()
+
+
+def ask(client: httpx.Client, query: str) -> None:
+    response = client.post("/v1/ask", json={"query": query})
+    response.raise_for_status()
+
+
+def summary(latencies_s: list[float]) -> dict[str, float]:
+    ms = sorted(x * 1000 for x in latencies_s)
+    return {
+        "n": len(ms),
+        "p50_ms": round(statistics.median(ms), 1),
+        "p95_ms": round(ms[min(len(ms) - 1, int(round(0.95 * (len(ms) - 1))))], 1),
+        "mean_ms": round(statistics.fmean(ms), 1),
+    }
+
+
+def latency(served: Served, call: Call, queries: list[str], rounds: int) -> dict[str, float]:
+    with served.client() as client:
+        for query in queries[:10]:
+            call(client, query)
+        times = []
+        for _ in range(rounds):
+            for query in queries:
+                started = time.perf_counter()
+                call(client, query)
+                times.append(time.perf_counter() - started)
+    return summary(times)
+
+
+def throughput(served: Served, call: Call, queries: list[str], clients: int, duration: float) -> dict[str, float]:
+    """`clients` threads, each with its own keep-alive connection, calling as fast as answers come."""
+    times: list[list[float]] = [[] for _ in range(clients)]
+    errors = [0] * clients
+    ready, go = threading.Barrier(clients + 1), threading.Event()
+    deadline = [0.0]
+
+    def worker(i: int) -> None:
+        with served.client() as client:
+            call(client, queries[i])  # connected and warm before the clock starts
+            ready.wait()
+            go.wait()
+            n = i
+            while time.perf_counter() < deadline[0]:
+                began = time.perf_counter()
+                try:
+                    call(client, queries[n % len(queries)])
+                except httpx.HTTPError:
+                    errors[i] += 1
+                times[i].append(time.perf_counter() - began)
+                n += clients
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    ready.wait()
+    began = time.perf_counter()
+    deadline[0] = began + duration
+    go.set()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    done = [t for per in times for t in per]
+    loaded = summary(done)
+    return {"clients": clients, "requests": len(done), "errors": sum(errors), "seconds": round(elapsed, 1),
+            "requests_per_s": round(len(done) / elapsed, 1),
+            "loaded_p50_ms": loaded["p50_ms"], "loaded_p95_ms": loaded["p95_ms"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=2, help="Passes over the questions for latency.")
+    parser.add_argument("--duration", type=float, default=20.0, help="Seconds of load per endpoint.")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--json", default=None, help="Write the result here ('-': standard output).")
+    args = parser.parse_args()
+
+    queries = questions()
+    root = Path(tempfile.mkdtemp(prefix="rag-http-bench-"))
+    try:
+        load_before = os.getloadavg()
+        with Served(root / "home") as served:
+            result: dict[str, Any] = {"questions": len(queries), "ingest_s": round(served.ingest_s, 1)}
+            for name, call in (("search", search), ("ask", ask)):
+                result[name] = latency(served, call, queries, args.rounds)
+            for name, call in (("search", search), ("ask", ask)):
+                result[name] |= throughput(served, call, queries, args.clients, args.duration)
+        result["load_average"] = {"before": [round(x, 2) for x in load_before],
+                                  "after": [round(x, 2) for x in os.getloadavg()]}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    print(f"\nHTTP API on the 18F handbook ({len(queries)} questions; {os.cpu_count()} CPUs; "
+          f"load average before {result['load_average']['before']}, after {result['load_average']['after']})\n")
+    print("| endpoint | p50 ms | p95 ms | mean ms | req/s, 8 clients | p50 / p95 ms under load | errors |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name in ("search", "ask"):
+        r = result[name]
+        print(f"| POST /v1/{name} | {r['p50_ms']} | {r['p95_ms']} | {r['mean_ms']} | {r['requests_per_s']} | "
+              f"{r['loaded_p50_ms']} / {r['loaded_p95_ms']} | {r['errors']} |")
+    write_json(result, args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""The FastAPI app: one KnowledgeService per process, the routers, the error mapping, the limits,
+and the MCP server's streamable-HTTP app at /mcp when rag.mcp provides one.
+
+Concurrency: FastAPI runs the (plain, blocking) endpoints in its threadpool, so calls reach the
+one service from many threads at once. That is safe: every call opens its own SQLAlchemy session,
+the local embedder serialises its torch calls behind a lock, the keyword index serialises its
+writers, and publishing runs in the service's single background thread. What is not safe is the
+lazy construction of the engines (`cached_property` has no lock in Python 3.12+): two threads could
+each load the embedding model. So the lifespan builds them all once, before the first request.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any, AsyncIterator, Callable
+
+import anyio.to_thread
+from fastapi import Depends, FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+import rag
+from rag.api.errors import CatchAll, install_error_handlers
+from rag.api.limits import BodyLimit, known_query_only
+from rag.api.routes import activity, chat, health, knowledge, nodes, tokens, versions
+from rag.service import KnowledgeService
+from rag.settings import LOCAL_EMBED_MODEL, Settings
+
+log = logging.getLogger("rag.api")
+
+DESCRIPTION = """A knowledge base that answers with citations.
+
+Every `/v1` endpoint takes a bearer token (`Authorization: Bearer <token>`, made with
+`rag token create`). Errors have one shape, OpenAI's: `{"error": {"message", "type", "code", "param"}}`.
+See docs/api.md for every endpoint and its rules."""
+
+McpFactory = Callable[[KnowledgeService], "tuple[ASGIApp, Callable[[], AbstractAsyncContextManager[Any]]]"]
+
+
+def _mcp_factory() -> McpFactory | None:
+    """rag.mcp.http.mcp_http, when the MCP server is installed; None when it is not there (yet).
+    Any other import error is a broken module and is raised."""
+    try:
+        from rag.mcp.http import mcp_http
+    except ModuleNotFoundError as exc:
+        if exc.name in ("rag.mcp", "rag.mcp.http"):
+            return None
+        raise
+    return mcp_http
+
+
+class _Deferred:
+    """An ASGI app mounted now and built in the lifespan, where the service it needs exists."""
+
+    def __init__(self) -> None:
+        self.app: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.app is None:  # Starlette only routes requests once the lifespan has started
+            raise RuntimeError("the MCP app was not started")
+        await self.app(scope, receive, send)
+
+
+def warm_up(svc: KnowledgeService) -> bool:
+    """Build every engine now, in one thread (see the module's docstring); True when they all
+    answered. A remote engine that is down is not fatal: /healthz reports it, the calls that need it
+    say so, and it is built on first use once it is back."""
+    try:
+        svc.embedder.embed_query("warm up")
+        svc.vector, svc.retriever, svc.chat_model, svc.synthesizer  # noqa: B018 - cached on first access
+        return True
+    except Exception:  # noqa: BLE001 - the server still serves what does not need the engine
+        log.exception("an engine did not answer at start-up")
+        return False
+
+
+def serving_process(settings: Settings) -> None:
+    """Process defaults for a process that only serves (`rag serve`): the local embedding model runs
+    on one torch thread. Calls reach it concurrently and take turns behind its lock, so a second
+    intra-op thread buys little; on a busy 2-core machine it costs a lot, since each of the model's
+    parallel regions waits for a thread the OS has descheduled: on the handbook, warm search p50
+    over HTTP was 514 ms with two threads and 34 ms with one, and throughput with 8 clients rose
+    (benchmarks/http_latency.py). Not done in create_app: tests share their process."""
+    if settings.embed_model == LOCAL_EMBED_MODEL:
+        import torch
+
+        torch.set_num_threads(1)
+
+
+def create_app(settings: Settings | None = None, *, service: KnowledgeService | None = None) -> FastAPI:
+    """The app. With `service`, the caller owns it (`rag serve`, tests); without, the lifespan opens
+    one on `settings` (default: the environment) as the store's writer, and closes it at shutdown."""
+    mcp_http = _mcp_factory()
+    mcp_app = _Deferred() if mcp_http is not None else None
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            svc = service
+            if svc is None:
+                from rag.logs import configure
+
+                config = settings or Settings()
+                configure(config.home)
+                svc = await anyio.to_thread.run_sync(lambda: KnowledgeService(config, writer=True))
+                stack.push_async_callback(anyio.to_thread.run_sync, svc.close)
+            app.state.model_ready = await anyio.to_thread.run_sync(warm_up, svc)
+            app.state.service = svc
+            if mcp_http is not None and mcp_app is not None:
+                mcp_app.app, run = mcp_http(svc)
+                await stack.enter_async_context(run())  # a mounted app's own lifespan never runs
+            yield
+            app.state.service = None
+
+    app = FastAPI(title="rag", version=rag.__version__, description=DESCRIPTION, lifespan=lifespan,
+                  dependencies=[Depends(known_query_only)])
+    install_error_handlers(app)
+    for module in (health, knowledge, chat, nodes, versions, activity, tokens):
+        app.include_router(module.router)
+    if mcp_app is not None:
+        # `/mcp` itself (what MCP clients are given) and anything below it; the MCP app answers
+        # on any path, and a bare mount would redirect `/mcp` to `/mcp/` first.
+        app.add_route("/mcp", mcp_app, include_in_schema=False)
+        app.mount("/mcp", mcp_app)
+    app.add_middleware(BodyLimit)
+    app.add_middleware(CatchAll)  # added last, so it is the outermost of ours
+    return app

@@ -1,0 +1,40 @@
+"""Who is calling: the bearer token, read through the service (`KnowledgeService.authenticate`).
+
+The service answers every unknown, revoked or expired token alike, so the API never tells whether
+a token existed. Both dependencies are plain functions: FastAPI runs them in its threadpool, as it
+does the endpoints, so the database call never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from rag.errors import Unauthenticated, Unavailable
+from rag.service import KnowledgeService, Principal
+
+TOKEN_REQUIRED = "a bearer token is required (Authorization: Bearer <token>)"
+
+# auto_error=False: a missing header gets our 401 and message, not FastAPI's.
+_bearer = HTTPBearer(auto_error=False, description="A token made with `rag token create`.")
+
+
+def get_service(request: Request) -> KnowledgeService:
+    svc = getattr(request.app.state, "service", None)
+    if svc is None:  # only between the start of the process and the end of its lifespan start-up
+        raise Unavailable("the service is starting; try again")
+    return svc
+
+
+def get_principal(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Principal:
+    if credentials is None:
+        raise Unauthenticated(TOKEN_REQUIRED)
+    return get_service(request).authenticate(credentials.credentials)
+
+
+Service = Annotated[KnowledgeService, Depends(get_service)]
+Caller = Annotated[Principal, Depends(get_principal)]

@@ -1,0 +1,207 @@
+"""Errors over HTTP, mapped once: every failure is one JSON shape, OpenAI's error object
+(`{"error": {"message", "type", "code", "param"}}`), so a chat app on an OpenAI SDK reads our errors
+as its own and every other client has one shape to parse.
+
+A message is safe to show: a RagError's own text, a schema violation's field and rule (never the
+value sent), or a generic sentence. Anything unexpected is logged with its traceback (rag.logs
+writes it to RAG_HOME/logs) and never reaches the caller: no stack trace, no database message, no
+query text.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from rag.errors import (
+    AlreadyExists,
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    RagError,
+    StoreLocked,
+    Unauthenticated,
+    Unavailable,
+)
+
+log = logging.getLogger("rag.api")
+
+UNEXPECTED = "the request could not be completed; the details are in the server's log"
+
+# Most specific first: Unauthenticated is a PermissionDenied, AlreadyExists an InvalidArgument.
+_STATUS: tuple[tuple[type[RagError], int], ...] = (
+    (Unauthenticated, 401),
+    (PermissionDenied, 403),
+    (NotFound, 404),
+    (AlreadyExists, 409),
+    (Conflict, 409),
+    (InvalidArgument, 400),
+    (StoreLocked, 503),
+    (Unavailable, 503),
+)
+_TYPES = {
+    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+    405: "invalid_request_error", 409: "conflict_error", 413: "invalid_request_error", 422: "invalid_request_error",
+    500: "server_error", 503: "service_unavailable",
+}
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+
+
+class ErrorInfo(BaseModel):
+    message: str
+    type: str
+    code: str
+    param: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every error response."""
+
+    error: ErrorInfo
+
+
+class ModelNotFound(NotFound):
+    """An unknown `model` in the OpenAI-compatible endpoints, with OpenAI's own code."""
+
+    code = "model_not_found"
+    param = "model"
+
+
+def status_of(exc: RagError) -> int:
+    return next((status for kind, status in _STATUS if isinstance(exc, kind)), 500)
+
+
+def error_payload(status: int, message: str, code: str, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": _TYPES.get(status, "invalid_request_error"), "code": code,
+                      "param": param}}
+
+
+def rag_error_payload(exc: RagError) -> dict[str, Any]:
+    return error_payload(status_of(exc), exc.message, exc.code, getattr(exc, "param", None))
+
+
+def error_response(status: int, message: str, code: str, param: str | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error_payload(status, message, code, param), status_code=status, headers=headers)
+
+
+# Documented on every route, so a client (and schemathesis) knows each error's shape.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in (
+        (400, "The service refused an argument (a blank query, an archived version, a bad history)."),
+        (401, "No bearer token, or one that is unknown, revoked or expired."),
+        (403, "The token's role, scopes or access do not allow this."),
+        (404, "Missing, or outside the token's access: the two read the same."),
+        (409, "A name already taken in the folder, or a concurrent change."),
+        (413, "The request body is larger than the limit."),
+        (422, "The request does not match this schema (unknown field, wrong type, out of bounds)."),
+        (503, "A backend (store, vector lane, model) is unavailable."),
+    )
+}
+
+
+def _field(loc: Iterable[Any]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    return ".".join(parts)
+
+
+def _validation_message(error: dict[str, Any]) -> str:
+    """One schema violation in words: the field and the rule, never the value that broke it."""
+    field = _field(error.get("loc", ()))
+    kind = error.get("type", "")
+    if field == "query" and kind in ("missing", "string_too_short", "string_type"):
+        return "`query` must be a non-empty string"  # the seed documents' message for an empty or missing query
+    if kind == "extra_forbidden":
+        return f"unknown field `{field}`"
+    if kind == "missing":
+        return f"`{field}` is required" if field else "a JSON body is required"
+    if kind == "json_invalid":
+        return "the body is not valid JSON"
+    message = str(error.get("msg", "is invalid"))
+    return f"`{field}`: {message}" if field else message
+
+
+async def _on_rag_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RagError)
+    status = status_of(exc)
+    if status >= 500:
+        log.warning("%s %s: %s", request.method, request.url.path, exc.message)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(rag_error_payload(exc), status_code=status, headers=headers)
+
+
+async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = list(exc.errors())
+    messages = list(dict.fromkeys(_validation_message(e) for e in errors))
+    message = "; ".join(messages[:5]) + (f"; and {len(messages) - 5} more" if len(messages) > 5 else "")
+    first = errors[0] if errors else {}
+    param = None if first.get("type") == "json_invalid" else (_field(first.get("loc", ())) or None)
+    return error_response(422, message or "the request is invalid", "invalid_argument", param)
+
+
+async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    status = exc.status_code
+    message = exc.detail if isinstance(exc.detail, str) else "the request is invalid"
+    if status == 404:
+        message = "no such endpoint"
+    return error_response(status, message, _HTTP_CODES.get(status, "invalid_request"), headers=exc.headers)
+
+
+async def _on_store_error(request: Request, exc: Exception) -> JSONResponse:
+    """The store failed under the call: the caller learns what to do, the log gets the rest."""
+    log.error("%s %s: store error", request.method, request.url.path, exc_info=exc)
+    if isinstance(exc, IntegrityError):
+        return error_response(409, "the change conflicts with another one made at the same time; try again",
+                              "conflict")
+    return error_response(503, "the store is busy or unreachable; try again", "unavailable")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RagError, _on_rag_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    for kind in (OperationalError, IntegrityError, PoolTimeout):
+        app.add_exception_handler(kind, _on_store_error)
+
+
+class CatchAll:
+    """The last net: an exception nothing else handled becomes a generic 500 and a traceback in the
+    log. Starlette's own ServerErrorMiddleware would answer too, but its log goes to uvicorn's
+    stderr and it re-raises; this one writes to rag's log file and ends there."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:  # noqa: BLE001 - the whole point: nothing escapes as a stack trace
+            log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
+            if not started:
+                await error_response(500, UNEXPECTED, "error")(scope, receive, send)

@@ -1,0 +1,88 @@
+"""POST /v1/search and POST /v1/ask: search_knowledge and ask_knowledge over HTTP, through the same
+service calls as the MCP tools and the CLI (so every bound and message is the service's)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Iterator
+
+from fastapi import APIRouter, Header
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from rag.api.auth import Caller, Service
+from rag.api.errors import ERROR_RESPONSES
+from rag.api.kbs import find_knowledge_base
+from rag.api.schemas import AskRequest, AskResponse, SearchRequest, SearchResponse
+from rag.api.sse import event_stream, guarded, json_data, ref, sse, stream_doc, wants_stream
+from rag.errors import NotFound
+from rag.render import answer_response, search_response, source_payload
+from rag.service import KnowledgeService, Principal
+from rag.service.core import clamp_limit
+from rag.synthesize.types import AnswerEvent
+
+router = APIRouter(prefix="/v1", tags=["search and answers"], responses=ERROR_RESPONSES)
+
+_SSE_DOC = (
+    "With `stream: true` (or `Accept: text/event-stream`): `event: delta` (`{\"text\"}`) as the answer grows, "
+    "`event: sources` (`{\"sources\"}`), then `event: done` with the whole response body; a failure after the "
+    "first event is `event: error` (`{\"error\"}`), and the stream ends."
+)
+_EVENTS = {
+    "delta": {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}},
+    "sources": {"type": "object", "required": ["sources"],
+                "properties": {"sources": {"type": "array", "items": ref("AnswerSource")}}},
+    "done": ref("AskResponse"),
+    "error": ref("ErrorBody"),
+}
+_ASK_EVENT = {
+    "type": "object", "required": ["event", "data"],
+    "oneOf": [{"properties": {"event": {"const": name}, "data": json_data(schema)}} for name, schema in _EVENTS.items()],
+}
+
+
+def kb_name(svc: KnowledgeService, principal: Principal, kb: str | None) -> str | None:
+    """The knowledge base a request names, if the caller can see it; else not found, as if missing."""
+    if kb is None:
+        return None
+    found = find_knowledge_base(svc, principal, kb)
+    if found is None:
+        raise NotFound("knowledge base not found")
+    return found.name
+
+
+@router.post("/search", response_model=SearchResponse, summary="Hybrid search (search_knowledge)")
+def search(body: SearchRequest, svc: Service, principal: Caller) -> JSONResponse:
+    """Ranked excerpts of published documents, best first, fused from the vector and full-text lanes."""
+    result = svc.search(principal, body.query, clamp_limit(body.limit), kb_name=kb_name(svc, principal, body.kb))
+    payload, text = search_response(body.query, result.hits, svc.settings.retrieve.excerpt_chars)
+    return JSONResponse(payload | {"text": text})
+
+
+@router.post(
+    "/ask", response_model=AskResponse, summary="A cited answer (ask_knowledge)",
+    responses={200: stream_doc(_ASK_EVENT, _SSE_DOC)},
+)
+def ask(
+    body: AskRequest, svc: Service, principal: Caller, accept: Annotated[str | None, Header()] = None
+) -> JSONResponse | StreamingResponse:
+    """An answer from the published documents that cites them as [n], with its sources in citation order.
+    When nothing relevant is found, the answer says so and cites nothing."""
+    history = [m.model_dump() for m in body.history] if body.history is not None else None
+    kb = kb_name(svc, principal, body.kb)
+    chars = svc.settings.retrieve.excerpt_chars
+    if not wants_stream(body.stream, accept):
+        payload, text = answer_response(svc.ask(principal, body.query, kb_name=kb, history=history), chars)
+        return JSONResponse(payload | {"text": text})
+    # Bad input raises here, before the first event, and gets an ordinary error response.
+    events = svc.ask_stream(principal, body.query, kb_name=kb, history=history)
+    return event_stream(guarded(_ask_events(events, chars), lambda error: sse(error, "error")))
+
+
+def _ask_events(events: Iterator[AnswerEvent], excerpt_chars: int) -> Iterator[str]:
+    for event in events:
+        if event.kind == "delta":
+            yield sse({"text": event.text}, "delta")
+        elif event.kind == "sources" and event.answer is not None:
+            yield sse({"sources": [source_payload(s, excerpt_chars) for s in event.answer.sources]}, "sources")
+        elif event.kind == "done" and event.answer is not None:
+            payload, text = answer_response(event.answer, excerpt_chars)
+            yield sse(payload | {"text": text}, "done")
