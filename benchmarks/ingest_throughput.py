@@ -1,10 +1,10 @@
 """Ingest throughput, end to end, beside the raw embedding model on the very same chunk texts.
 
 A fresh temporary home with a fresh, EMPTY embedding cache, so the model really runs. The timed
-pipeline is reading, parsing, chunking, embedding and writing (SQLite + FTS5 + Chroma); the model
+pipeline is reading, parsing, chunking, embedding and writing (SQLite, the keyword index, Chroma); the model
 is loaded and warmed before the clock starts (its load time is reported apart). Then the exact
-texts the lanes indexed (``chunk_fts.text``) go through ``LocalEmbedder.embed`` with the same batch
-size: once in one call, and once in slices of the publisher's group size. Target: the pipeline
+texts the lanes indexed (``Publisher.indexed_rows``) go through ``LocalEmbedder.embed`` with the same
+batch size: once in one call, and once in slices of the publisher's group size. Target: the pipeline
 reaches at least 80% of the raw model's chunks/s.
 
     python -m benchmarks.ingest_throughput                      # the 18F handbook directory
@@ -86,8 +86,9 @@ def run(corpus: str, limit: int | None, keep: bool) -> dict[str, Any]:
                 "other_s": round(pipeline_s - timed.seconds - ((first_indexing or [started])[0] - started), 2),
             }
             result["loadavg_1m_after_pipeline"] = round(os.getloadavg()[0], 2)
+            with svc.db.session() as session:  # exactly the texts the lanes indexed, in chunk order
+                texts = [text for _, text, _, _ in svc.publisher.indexed_rows(session)]
         with sqlite3.connect(settings.home / "rag.db") as conn:
-            texts = [row[0] for row in conn.execute("SELECT text FROM chunk_fts ORDER BY rowid")]
             chunks = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
         raw = LocalEmbedder(batch_size=settings.index.embed_batch_size)
