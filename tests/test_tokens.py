@@ -118,6 +118,12 @@ def test_only_admin_people_manage_tokens_through_a_surface(svc, principal_for):
     assert {t.workspace_id for t in svc.list_tokens()} == {"default", "elsewhere"}  # the local administrator
     with pytest.raises(PermissionDenied, match="needs knowledge-base access all"):
         svc.list_tokens(by=principal_for("admin", folders=("default:",)))
+    with pytest.raises(NotFound, match="^workspace not found$"):  # an admin cannot make a workspace exist
+        svc.create_token("nowhere", "admin", by=boss)
+    with svc.db.session() as session:
+        from rag.store.models import Workspace
+
+        assert session.get(Workspace, "nowhere") is None
 
 
 def test_every_call_is_recorded_without_secrets_or_query_text(svc, admin):

@@ -115,8 +115,9 @@ class TokenMixin:
     ) -> tuple[str, TokenInfo]:
         """A new token; returns (secret, info). The secret is never shown again. With principal_id,
         the token is another one of that principal, whose role in `workspace` becomes `role`."""
+        actor = self._admin(by, workspace)  # before the workspace is made: a caller may not make one
         self.ensure_workspace(workspace)
-        return self._create_token(self._admin(by, workspace), workspace, role, scopes, access, folders, agent,
+        return self._create_token(actor, workspace, role, scopes, access, folders, agent,
                                   expires_days, name, principal_id)
 
     def list_tokens(self, workspace: str | None = None, by: Principal | None = None) -> list[TokenInfo]:
