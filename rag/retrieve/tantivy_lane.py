@@ -61,14 +61,15 @@ class TantivyKeywordLane:
             self._writer.commit()
             self.index.reload()
 
+    def _document(self, row: tuple[int, str, str, str]):
+        chunk_id, body, kb_id, node_id = row
+        return self._tantivy.Document(id=chunk_id, text=body, kb=kb_id, node=node_id)
+
     def add(self, session: Session, rows: Sequence[tuple[int, str, str, str]]) -> None:
         """Rows of (chunk id, indexed text, knowledge base id, node id), committed at once."""
         if not rows:
             return
-        documents = [
-            self._tantivy.Document(id=chunk_id, text=body, kb=kb_id, node=node_id)
-            for chunk_id, body, kb_id, node_id in rows
-        ]
+        documents = [self._document(row) for row in rows]
 
         def change(writer) -> None:
             for document in documents:
@@ -104,8 +105,8 @@ class TantivyKeywordLane:
 
         def change(writer) -> None:
             writer.delete_all_documents()
-            for chunk_id, body, kb_id, node_id in rows:
-                writer.add_document(self._tantivy.Document(id=chunk_id, text=body, kb=kb_id, node=node_id))
+            for row in rows:
+                writer.add_document(self._document(row))
                 written[0] += 1
 
         self._write(change)

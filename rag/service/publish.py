@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 from sqlalchemy import func, insert, select, update
 
-from rag.ingest.chunk import Chunker
+from rag.ingest.chunk import Chunker, ChunkSpec
 from rag.models.embed import Embedder
 from rag.retrieve.keyword import KeywordLane
 from rag.retrieve.vector import ChromaVectorLane
@@ -218,16 +218,19 @@ class Publisher:
     def indexed_rows(self, session, chunk_ids: Sequence[int] | None = None) -> Iterator[tuple[int, str, str, str]]:
         """(chunk id, indexed text, knowledge base id, node id) of every chunk (or of these), as the
         lanes got them."""
-        from rag.ingest.chunk import ChunkSpec
-
         stmt = select(
             Chunk.id, Chunk.kb_id, Chunk.node_id, Chunk.text, Chunk.heading_path, Chunk.char_start, Chunk.char_end
         ).order_by(Chunk.id)
         if chunk_ids is not None:
             stmt = stmt.where(Chunk.id.in_(list(chunk_ids)))
         for row in session.execute(stmt).yield_per(2000):
-            spec = ChunkSpec(row.text, tuple(row.heading_path or ()), row.char_start, row.char_end)
-            yield row.id, spec.indexed_text(self.contextual), row.kb_id, row.node_id
+            yield row.id, self._indexed_text(row), row.kb_id, row.node_id
+
+    def _indexed_text(self, row) -> str:
+        """A stored chunk's text as the lanes indexed it (with its heading path, when contextual)."""
+        return ChunkSpec(row.text, tuple(row.heading_path or ()), row.char_start, row.char_end).indexed_text(
+            self.contextual
+        )
 
     def reconcile_keyword(self) -> int:
         """Rebuild the keyword index when it does not hold exactly the chunks (tantivy lives outside
@@ -252,8 +255,6 @@ class Publisher:
         id. This heals a vector store that lost data, was replaced, or missed a crash's cleanup;
         missing vectors come back from the embedding cache.
         """
-        from rag.ingest.chunk import ChunkSpec
-
         with self.db.session() as session:
             published = dict(session.execute(
                 select(Chunk.kb_id, func.count())
@@ -281,10 +282,7 @@ class Publisher:
                 vector.delete(extra)
             for i in range(0, len(missing), self.batch_chunks):
                 part = missing[i:i + self.batch_chunks]
-                texts = [
-                    ChunkSpec(r.text, tuple(r.heading_path or ()), r.char_start, r.char_end).indexed_text(self.contextual)
-                    for r in part
-                ]
+                texts = [self._indexed_text(r) for r in part]
                 vector.add([r.id for r in part], self._embedder().embed(texts), [kb_id] * len(part), [r.node_id for r in part])
             repaired += len(missing) + len(extra)
         return repaired

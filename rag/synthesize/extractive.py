@@ -23,7 +23,7 @@ from rag.models.embed import Embedder
 from rag.retrieve.types import Hit
 from rag.settings import AnswerSettings
 from rag.synthesize.citations import CitationStream
-from rag.synthesize.relevance import question_stems, stems
+from rag.synthesize.relevance import coverage, question_stems, stems
 from rag.synthesize.types import Answer, AnswerEvent
 
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
@@ -183,7 +183,7 @@ class ExtractiveSynthesizer:
         similarity = vectors @ query
         wanted = question_stems(question)
         for c, sim, vector in zip(found, similarity, vectors):
-            overlap = len(wanted & stems(f"{c.context} {c.text}")) / len(wanted) if wanted else 0.0
+            overlap = coverage(wanted, f"{c.context} {c.text}")
             prior = 0.05 * (1 - (c.excerpt - 1) / len(hits))  # the retriever's order breaks near-ties
             c.similarity = float(sim)
             c.score = float(sim) + 0.25 * overlap + prior
