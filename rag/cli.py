@@ -171,6 +171,10 @@ def ask(
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(8000, "--port", min=1, max=65535, help="Port to listen on."),
+    workers: int = typer.Option(
+        1, "--workers", min=1, max=64, envvar="RAG_WORKERS", show_envvar=True,
+        help="Worker processes. More than one needs the scale-out deployment (RAG_DATABASE_URL and RAG_CHROMA_URL).",
+    ),
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs; the MCP server at /mcp when installed) until Ctrl-C."""
     import uvicorn
@@ -178,9 +182,23 @@ def serve(
     from rag.api import create_app
     from rag.api.app import serving_process
 
+    if workers > 1 and _settings().embedded:
+        _error(
+            "--workers above 1 needs the scale-out deployment: the embedded store (a SQLite file and embedded "
+            "Chroma) belongs to one process. Set RAG_DATABASE_URL (PostgreSQL) and RAG_CHROMA_URL (a Chroma server)."
+        )
+        raise typer.Exit(2)
     # The service is opened here rather than in the app's lifespan so that a store held by another
     # process is the CLI's clear message and exit code 3, not a traceback from uvicorn's start-up.
     with service(writer=True) as svc:
+        if workers > 1:
+            # This process migrated the schema, resumed interrupted publishes and reconciled the
+            # lanes; each worker opens its own service on the same engines.
+            svc.close()
+            sys.stderr.write(f"serving {svc.settings.sqlalchemy_url.split('@')[-1]} with {workers} workers "
+                             f"on http://{host}:{port}\n")
+            uvicorn.run("rag.api.app:create_worker_app", factory=True, host=host, port=port, workers=workers)
+            return
         serving_process(svc.settings)
         sys.stderr.write(f"serving {svc.settings.home} on http://{host}:{port}\n")
         uvicorn.run(create_app(service=svc), host=host, port=port)

@@ -122,6 +122,11 @@ class Settings(BaseSettings):
     llm_model: str | None = Field(None, description="litellm model name for synthesis; none: extractive.")
     llm: LLMSettings = Field(default_factory=LLMSettings)
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
+    publish_poll_seconds: float = Field(
+        2.0, gt=0, le=3600,
+        description="PostgreSQL store: how often each writer looks for publish jobs no worker holds (a killed "
+        "worker's).",
+    )
     default_workspace: str = "default"
     default_kb: str = "default"
     index: IndexSettings = Field(default_factory=IndexSettings)

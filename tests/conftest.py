@@ -12,7 +12,9 @@ HANDBOOK = SHARED / "datasets" / "handbook_18f" / "pages"
 
 # Fixture texts are embedded once and shared by every test run (and by CI's runs on one machine).
 os.environ.setdefault("RAG_EMBED_CACHE", str(REPO / ".cache" / "embeddings.sqlite"))
-for name in [n for n in os.environ if n.startswith("RAG_") and n not in ("RAG_EMBED_CACHE", "RAG_SHARED_DIR")]:
+# RAG_TEST_POSTGRES / RAG_TEST_CHROMA_URL: servers `.ci/run` started (else the tests start their own).
+KEEP = ("RAG_EMBED_CACHE", "RAG_SHARED_DIR", "RAG_TEST_POSTGRES", "RAG_TEST_CHROMA_URL")
+for name in [n for n in os.environ if n.startswith("RAG_") and n not in KEEP]:
     del os.environ[name]  # a developer's own configuration must not leak into the tests
 
 import rag  # noqa: E402,F401  (process defaults before numpy/torch load)
@@ -30,9 +32,13 @@ SMALL_SET = [
 
 @pytest.fixture(scope="session")
 def postgres():
-    """A real PostgreSQL server for the session. CI installs it; elsewhere, missing binaries skip."""
-    from .pgserver import PgServer
+    """A real PostgreSQL server for the session: the one `.ci/run` started (RAG_TEST_POSTGRES), else
+    one started here. CI installs it; elsewhere, missing binaries skip."""
+    from .pgserver import ExternalPg, PgServer
 
+    if os.environ.get("RAG_TEST_POSTGRES"):
+        yield ExternalPg(os.environ["RAG_TEST_POSTGRES"])
+        return
     try:
         server = PgServer().start()
     except RuntimeError as exc:
@@ -43,12 +49,29 @@ def postgres():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory):
+    """A real Chroma server for the session: the one `.ci/run` started (RAG_TEST_CHROMA_URL), else
+    `chroma run` started here. Tests share it safely: every knowledge base has its own collections."""
+    if os.environ.get("RAG_TEST_CHROMA_URL"):
+        yield os.environ["RAG_TEST_CHROMA_URL"]
+        return
+    from .chromaserver import start_chroma, stop_chroma
+
+    proc, url = start_chroma(tmp_path_factory.mktemp("chroma-server"))
+    yield url
+    stop_chroma(proc)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
-    """Every store-backed test runs on the embedded SQLite file and on a real PostgreSQL."""
+    """Every store-backed test runs on both deployments: the embedded default (a SQLite file, the
+    tantivy keyword index and embedded Chroma in home) and the scale-out one (a real PostgreSQL for
+    the store and the keyword lane, a real Chroma server for the vectors)."""
     if request.param == "postgresql":
         server = request.getfixturevalue("postgres")
-        return Settings(home=tmp_path / "home", database_url=server.new_database())
+        chroma = request.getfixturevalue("chroma_server")
+        return Settings(home=tmp_path / "home", database_url=server.new_database(), chroma_url=chroma)
     return Settings(home=tmp_path / "home")
 
 

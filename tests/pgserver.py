@@ -61,9 +61,33 @@ class PgServer:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
 
     def new_database(self) -> str:
-        import psycopg
+        return _create_database(f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres", self.url)
 
-        name = f"t_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        return self.url(name)
+
+class ExternalPg:
+    """A server started outside the tests (`.ci/run`), given as a libpq URL of its admin database,
+    e.g. postgresql://postgres@127.0.0.1:5432/postgres (RAG_TEST_POSTGRES)."""
+
+    def __init__(self, url: str) -> None:
+        from sqlalchemy.engine import make_url
+
+        self.conninfo = url
+        self._url = make_url(url).set(drivername="postgresql+psycopg")
+
+    def url(self, database: str = "postgres") -> str:
+        return self._url.set(database=database).render_as_string(hide_password=False)
+
+    def new_database(self) -> str:
+        return _create_database(self.conninfo, self.url)
+
+    def stop(self) -> None:
+        pass  # not ours to stop
+
+
+def _create_database(conninfo: str, url) -> str:
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return url(name)

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
-import subprocess
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,37 +12,7 @@ from rag.models.embed import CachedEmbedder, LiteLLMEmbedder
 from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
 
-
-def start_chroma(path: Path) -> tuple[subprocess.Popen, str]:
-    """`chroma run` on a free loopback port, polled until its heartbeat answers."""
-    import sys
-
-    import chromadb
-
-    exe = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([exe, "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
-            return proc, f"http://127.0.0.1:{port}"
-        except Exception:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("the Chroma server did not start")
-            time.sleep(0.2)
-
-
-@pytest.fixture(scope="module")
-def chroma_server(tmp_path_factory):
-    proc, url = start_chroma(tmp_path_factory.mktemp("chroma-server"))
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+from .chromaserver import start_chroma
 
 
 def test_vector_lane_on_a_chroma_server(tmp_path, small_tree, chroma_server):

@@ -51,22 +51,22 @@ def test_an_agents_draft_is_unseen_by_search_until_it_publishes_it(svc, principa
 def test_update_publish_and_the_version_history(svc, principal_for):
     editor = principal_for("editor")
     doc = svc.create_document(editor, None, "Quokka rota", BODY)
-    svc.update_document(editor, doc.node_id, BODY2)  # the newest version is a draft: rewritten
-    assert statuses(svc, editor, doc.node_id) == [(1, "draft")]
-    assert svc.get_document_version(editor, doc.node_id, 1).content == BODY2
-    publish(svc, editor, doc.node_id, 1)
+    svc.update_document(editor, doc.node_id, BODY2)  # every edit is a new version, even over a draft
+    assert statuses(svc, editor, doc.node_id) == [(2, "draft"), (1, "draft")]
+    assert svc.get_document_version(editor, doc.node_id, 2).content == BODY2
+    publish(svc, editor, doc.node_id, 2)
 
     draft = svc.update_document(editor, doc.node_id, BODY)  # the newest is published: a new draft
-    assert (draft.version_number, draft.status) == (2, "draft")
-    assert svc.get_document(editor, doc.node_id).version_number == 1  # the published one stays live
-    publish(svc, editor, doc.node_id, 2)
+    assert (draft.version_number, draft.status) == (3, "draft")
+    assert svc.get_document(editor, doc.node_id).version_number == 2  # the published one stays live
+    publish(svc, editor, doc.node_id, 3)
     history = svc.get_document_versions(editor, doc.node_id)
-    assert [(v.version_number, v.status) for v in history] == [(2, "published"), (1, "archived")]
+    assert [(v.version_number, v.status) for v in history] == [(3, "published"), (2, "archived"), (1, "draft")]
     assert "content" not in history[0].payload() and history[0].published_at and history[1].archived_at
-    assert svc.get_document_version(editor, doc.node_id, 1).payload()["content"] == BODY2
+    assert svc.get_document_version(editor, doc.node_id, 2).payload()["content"] == BODY2
 
-    with pytest.raises(InvalidArgument, match="^version 1 is archived; only draft versions can be published$"):
-        svc.publish_document_version(editor, doc.node_id, 1)
+    with pytest.raises(InvalidArgument, match="^version 2 is archived; only draft versions can be published$"):
+        svc.publish_document_version(editor, doc.node_id, 2)
     with pytest.raises(NotFound, match="^version 7 not found$"):
         svc.get_document_version(editor, doc.node_id, 7)
     for bad, message in ((0, "`version_number` must be at least 1"), ("2", "`version_number` must be an integer")):

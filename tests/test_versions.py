@@ -7,7 +7,8 @@ from sqlalchemy import select
 
 from rag.errors import InvalidArgument, NotFound
 from rag.service import KnowledgeService
-from rag.store.models import ARCHIVED, DRAFT, PUBLISHED, PUBLISHING, Chunk, DocumentVersion
+from rag.service.publish import request_publish
+from rag.store.models import ARCHIVED, DRAFT, PUBLISHED, Chunk, DocumentVersion
 
 V1 = "# Expense policy\n\nMeals are reimbursed up to the platypus allowance of 40 dollars.\n"
 V2 = "# Expense policy\n\nMeals are reimbursed up to the echidna allowance of 55 dollars.\n"
@@ -50,9 +51,9 @@ def test_publishing_again_is_a_noop_and_archived_versions_cannot_be_published(sv
         svc.publish_version(admin, doc.node_id, 9)
 
 
-def test_update_rewrites_the_newest_draft_instead_of_stacking_drafts(svc, admin, doc):
+def test_every_update_is_a_new_version_so_no_edit_is_lost(svc, admin, doc):
     svc.update_document(admin, doc.node_id, V2)
-    assert [(v.number, v.body) for v in svc.versions(admin, doc.node_id)] == [(1, V2)]
+    assert [(v.number, v.body) for v in svc.versions(admin, doc.node_id)] == [(2, V2), (1, V1)]
 
 
 def test_an_error_mid_publish_keeps_the_old_version_searchable_and_the_new_one_in_draft(svc, admin, doc, monkeypatch):
@@ -81,7 +82,7 @@ def test_a_crash_mid_publish_is_resumed_on_the_next_start(settings, svc, admin, 
     # Simulate a process that died after writing part of version 2's chunks.
     with svc.db.session() as session:
         v2 = session.scalar(select(DocumentVersion).where(DocumentVersion.node_id == doc.node_id, DocumentVersion.number == 2))
-        v2.status = PUBLISHING
+        request_publish(session, v2)  # marked publishing, as publish_document_version does
         session.add(Chunk(version_id=v2.id, node_id=doc.node_id, kb_id=v2.node.kb_id, ordinal=0, text="partial",
                           heading_path=[], char_start=0, char_end=7))
     assert titles(svc, admin, "platypus allowance")[0] == ("Expense policy", 1)  # still the old one

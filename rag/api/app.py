@@ -87,6 +87,13 @@ def serving_process(settings: Settings) -> None:
         torch.set_num_threads(1)
 
 
+def create_worker_app() -> FastAPI:
+    """One of `rag serve --workers N`'s processes: its own service on the shared engines."""
+    settings = Settings()
+    serving_process(settings)
+    return create_app(settings)
+
+
 def create_app(settings: Settings | None = None, *, service: KnowledgeService | None = None) -> FastAPI:
     """The app. With `service`, the caller owns it (`rag serve`, tests); without, the lifespan opens
     one on `settings` (default: the environment) as the store's writer, and closes it at shutdown."""

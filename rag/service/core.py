@@ -28,7 +28,7 @@ from rag.service.edits import NodeEdits
 from rag.service.kb_search import KnowledgeBaseSearchMixin
 from rag.service.nodes import NodeReads
 from rag.service.principal import ACCESS_ALL, ACCESS_FOLDERS, Principal
-from rag.service.publish import Progress, Publisher, PublishQueue
+from rag.service.publish import Progress, Publisher, PublishQueue, PublishWorker
 from rag.service.tokens import TokenMixin
 from rag.settings import Settings
 from rag.synthesize.conversation import standalone_question, validate_history
@@ -93,13 +93,17 @@ class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixi
                 contextual_headings=settings.index.contextual_headings,
             )
             self.publish_queue = PublishQueue(self.publisher)
+            self.publish_worker: PublishWorker | None = None
             if writer:
                 try:
-                    self.publisher.resume()
+                    # Several workers may share a PostgreSQL store: jobs a live worker holds are its own.
+                    self.publisher.resume(wait=self.db.dialect == "sqlite")
                     self.publisher.reconcile_keyword()
                     self.publisher.reconcile_vectors()
                 except Unavailable:  # a backend that is down: searches and publishes will say so themselves
                     log.warning("a backend is unreachable; resuming publishes and reconciling vectors is skipped")
+                if self.db.dialect == "postgresql":
+                    self.publish_worker = PublishWorker(self.publisher, settings.publish_poll_seconds).start()
         except BaseException:
             self.close()
             raise
@@ -137,6 +141,9 @@ class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixi
         return ExtractiveSynthesizer(self.embedder, self.settings.answer)
 
     def close(self) -> None:
+        worker = self.__dict__.get("publish_worker")
+        if worker is not None:
+            worker.close()
         queue = self.__dict__.get("publish_queue")
         if queue is not None:  # queued publishes finish first; they need the store
             queue.close()

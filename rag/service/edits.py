@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -18,6 +18,7 @@ from rag.errors import AlreadyExists, InvalidArgument, PermissionDenied
 from rag.service.activity import recorded
 from rag.service.checks import content_arg, content_hash, int_arg, metadata_arg, name_arg, name_key, summary_arg
 from rag.service.principal import ACCESS_ALL, Principal
+from rag.service.publish import lock_node, request_publish
 from rag.service.tree import TreeAccess
 from rag.service.views import CreatedDocument, Deleted, NodeInfo, VersionInfo
 from rag.store.models import (
@@ -32,7 +33,6 @@ from rag.store.models import (
     DocumentVersion,
     KnowledgeBase,
     Node,
-    utcnow,
 )
 
 if TYPE_CHECKING:
@@ -122,24 +122,19 @@ class NodeEdits(TreeAccess):
 
     @recorded("update_document", target="node_id")
     def update_document(self, principal: Principal, node_id: str, content: str) -> VersionInfo:
-        """Replace the body as a draft: the newest version, when a draft, is rewritten; otherwise a
-        new draft version is made. The published version stays live until the draft is published."""
+        """Replace the body as a new draft version (numbered after the newest). The published
+        version stays live until a draft is published. Every edit is kept: concurrent edits, from
+        any number of workers, become consecutive versions (the document is locked meanwhile)."""
         self._writer(principal)
         content = content_arg(content)
         with self.db.session() as session:
             node = self._typed(session, principal, node_id, DOCUMENT)
-            newest = session.scalar(
-                select(DocumentVersion).where(DocumentVersion.node_id == node.id).order_by(DocumentVersion.number.desc())
+            lock_node(session, node.id)
+            newest = session.scalar(select(func.max(DocumentVersion.number)).where(DocumentVersion.node_id == node.id))
+            version = DocumentVersion(
+                node_id=node.id, number=int(newest or 0) + 1, body=content, content_hash=content_hash(content)
             )
-            if newest is not None and newest.status == DRAFT:
-                newest.body, newest.content_hash = content, content_hash(content)
-                version = newest
-            else:
-                version = DocumentVersion(
-                    node_id=node.id, number=(newest.number + 1) if newest else 1, body=content,
-                    content_hash=content_hash(content),
-                )
-                session.add(version)
+            session.add(version)
         return VersionInfo.of(version)
 
     def _mark_publishing(self, principal: Principal, node_id: object, version_number: object,
@@ -159,7 +154,7 @@ class NodeEdits(TreeAccess):
                     "version, a draft is published with publish_document_version"
                 )
             if start:
-                version.status, version.archived_at = PUBLISHING, None
+                request_publish(session, version, from_status)
         return VersionInfo.of(version), (version.id if start else None)
 
     @recorded("publish_version", target="node_id", detail=("version_number",))
@@ -200,15 +195,11 @@ class NodeEdits(TreeAccess):
         return info
 
     def _publish_later(self, principal: Principal, info: VersionInfo, version_id: int, on_failure: str) -> None:
+        """Queue the job; any worker may end up doing it (the publisher puts a failed one back in
+        `on_failure`: draft, or archived for a rollback)."""
         info.status = PUBLISHING
 
         def done(ok: bool) -> None:
-            if not ok and on_failure != DRAFT:  # the publisher put it back in draft; a rollback returns to archived
-                with self.db.session() as session:
-                    session.execute(
-                        update(DocumentVersion).where(DocumentVersion.id == version_id, DocumentVersion.status == DRAFT)
-                        .values(status=on_failure, archived_at=utcnow())
-                    )
             self.record(principal, "publish_completed", info.node_id, "ok" if ok else "error",
                         {"version_number": info.version_number})
 

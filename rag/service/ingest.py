@@ -91,6 +91,7 @@ class _Sync:
         self, kb: KnowledgeBase, root_key: str, items: list[_Item], report: IngestReport, progress: IngestProgress
     ) -> None:
         from rag.service.checks import content_hash, name_key
+        from rag.service.publish import request_publish
 
         service = self.service
         self.root_key = root_key
@@ -120,11 +121,11 @@ class _Sync:
                     session.add(node)
                     session.flush()
                     version = DocumentVersion(
-                        node_id=node.id, number=1, status=PUBLISHING, body=item.parsed.body,
-                        content_hash=body_hash, origin=ORIGIN_INGEST,
+                        node_id=node.id, number=1, body=item.parsed.body, content_hash=body_hash, origin=ORIGIN_INGEST,
                     )
                     session.add(version)
                     session.flush()
+                    request_publish(session, version)
                     to_publish.append(version.id)
                     report.added.append(item.label)
                     continue
@@ -138,15 +139,15 @@ class _Sync:
                     continue
                 newest = versions[-1] if versions else None
                 if newest is not None and newest.status == DRAFT and newest.content_hash == body_hash:
-                    newest.status = PUBLISHING  # an earlier publish of this content failed: try again
-                    version = newest
+                    version = newest  # an earlier publish of this content failed: try again
                 else:
                     version = DocumentVersion(
-                        node_id=node.id, number=(newest.number + 1) if newest else 1, status=PUBLISHING,
+                        node_id=node.id, number=(newest.number + 1) if newest else 1,
                         body=item.parsed.body, content_hash=body_hash, origin=ORIGIN_INGEST,
                     )
                     session.add(version)
                     session.flush()
+                request_publish(session, version)
                 node.ingest_hash = item.raw_hash
                 node.meta = item.parsed.metadata or None
                 to_publish.append(version.id)

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, insert, select
 
+from rag.errors import Unavailable
 from rag.ingest.chunk import Chunker, ChunkSpec
 from rag.models.embed import Embedder
 from rag.retrieve.keyword import KeywordLane
@@ -37,6 +38,21 @@ from rag.store.models import (
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]  # (chunks done, chunks in all)
+
+
+def lock_node(session, node_id: str) -> None:
+    """Serialise writers of one document (PostgreSQL row lock until the transaction ends; SQLite
+    writers are serialised by the database itself)."""
+    session.execute(select(Node.id).where(Node.id == node_id).with_for_update(key_share=True))
+
+
+def request_publish(session, version: DocumentVersion, from_status: str = DRAFT) -> None:
+    """Make `version` a publish job: status `publishing`, after every earlier request for its
+    document (the latest request wins), returning to `from_status` if indexing fails."""
+    lock_node(session, version.node_id)
+    latest = session.scalar(select(func.max(DocumentVersion.publish_seq)).where(DocumentVersion.node_id == version.node_id))
+    version.status, version.archived_at = PUBLISHING, None
+    version.publish_seq, version.publish_from = int(latest or 0) + 1, from_status
 
 
 @dataclass
@@ -67,9 +83,15 @@ class Publisher:
         self.contextual = contextual_headings
         self.batch_chunks = batch_chunks
 
-    def publish(self, version_ids: Sequence[int], progress: Progress | None = None) -> int:
-        """Index and publish versions that are already marked `publishing`. Returns chunks indexed."""
-        version_ids = list(version_ids)
+    def publish(self, version_ids: Sequence[int], progress: Progress | None = None, *, wait: bool = True) -> int:
+        """Index and publish versions that are already marked `publishing` (publish jobs); returns
+        the chunks this process indexed.
+
+        Each group of jobs is claimed first (PostgreSQL: a row lock, `FOR NO KEY UPDATE SKIP
+        LOCKED`, held until the group is published or put back), so that several workers never
+        index one version twice. Jobs another worker holds are waited for (`wait`), and taken over
+        when that worker died; the lock went with its connection."""
+        version_ids = list(dict.fromkeys(version_ids))
         if not version_ids:
             return 0
         pending = self._prepare(version_ids)
@@ -79,27 +101,30 @@ class Publisher:
             progress(0, total)
         # Groups of versions of about batch_chunks chunks: embedding batches stay large, and an
         # interruption leaves the earlier groups published.
-        group: list[_Pending] = []
+        groups: list[list[_Pending]] = [[]]
         for item in pending:
-            group.append(item)
-            if sum(len(p.texts) for p in group) >= self.batch_chunks:
-                done += self._publish_group(group)
-                group = []
-                if progress:
-                    progress(done, total)
-        if group:
-            done += self._publish_group(group)
+            if groups[-1] and sum(len(p.texts) for p in groups[-1]) >= self.batch_chunks:
+                groups.append([])
+            groups[-1].append(item)
+        held_elsewhere: list[int] = []
+        for group in groups:
+            indexed, skipped = self._publish_group(group)
+            done += indexed
+            held_elsewhere += skipped
             if progress:
-                progress(done, total)
+                progress(done + sum(len(p.texts) for p in pending if p.version_id in held_elsewhere), total)
+        if held_elsewhere and wait:
+            done += self._wait_for(held_elsewhere)
         return done
 
     def _prepare(self, version_ids: list[int]) -> list[_Pending]:
-        self._drop_chunks_of(version_ids)  # leftovers of an interrupted attempt
+        """Chunk the jobs' bodies (pure work: nothing is claimed or written yet)."""
         with self.db.session() as session:
             rows = session.execute(
                 select(DocumentVersion.id, DocumentVersion.body, Node.id, Node.kb_id)
                 .join(Node, Node.id == DocumentVersion.node_id)
                 .where(DocumentVersion.id.in_(version_ids), DocumentVersion.status == PUBLISHING)
+                .order_by(DocumentVersion.id)
             ).all()
         pending = []
         for version_id, body, node_id, kb_id in rows:
@@ -109,76 +134,139 @@ class Publisher:
             )
         return pending
 
-    def _publish_group(self, group: list[_Pending]) -> int:
+    def _claim(self, session, version_ids: Sequence[int]) -> set[int]:
+        """Lock the jobs no other worker holds; the lock lasts as long as `session`'s transaction.
+        NO KEY UPDATE, so that inserting chunks (whose foreign key takes KEY SHARE) is not blocked."""
+        return set(session.scalars(
+            select(DocumentVersion.id)
+            .where(DocumentVersion.id.in_(list(version_ids)), DocumentVersion.status == PUBLISHING)
+            .with_for_update(skip_locked=True, key_share=True)
+        ))
+
+    def _publish_group(self, group: list[_Pending]) -> tuple[int, list[int]]:
+        """(chunks indexed, jobs another worker holds)."""
+        with self.db.session() as claim:
+            claimed = self._claim(claim, [p.version_id for p in group])
+            skipped = [p.version_id for p in group if p.version_id not in claimed]
+            group = [p for p in group if p.version_id in claimed]
+            if not group:
+                return 0, skipped
+            ids = [p.version_id for p in group]
+            self._drop_chunks_of(ids)  # leftovers of an attempt that died
+            archived = self._index_and_flip(claim, group)
+        self._drop_chunks_of(archived)
+        return sum(len(p.texts) for p in group), skipped
+
+    def _index_and_flip(self, claim, group: list[_Pending]) -> list[int]:
+        """Write the group's chunks (committed, still invisible: their versions are `publishing`),
+        then their vectors, then flip the versions in the claim's transaction. Returns the versions
+        archived by the flip. On an error everything written is removed and the versions go back."""
         texts = [t for p in group for t in p.texts]
-        written: list[int] = []
-        keyword_written: list[int] = []
+        ids: list[int] = []
         rows: list[dict] = []
+        vectors_written = False
         try:
             vectors = self._embedder().embed(texts) if texts else np.zeros((0, 1), dtype=np.float32)
-            with self.db.session() as session:
-                rows = [
-                    {
-                        "version_id": p.version_id,
-                        "node_id": p.node_id,
-                        "kb_id": p.kb_id,
-                        "ordinal": i,
-                        "text": spec.text,
-                        "heading_path": list(spec.heading_path),
-                        "char_start": spec.char_start,
-                        "char_end": spec.char_end,
-                    }
-                    for p in group
-                    for i, spec in enumerate(p.specs)
-                ]
-                ids = list(
-                    session.scalars(insert(Chunk).returning(Chunk.id, sort_by_parameter_order=True), rows)
-                ) if rows else []
-                self.keyword.add(
-                    session, [(i, t, r["kb_id"], r["node_id"]) for i, t, r in zip(ids, texts, rows)]
-                )
-                keyword_written = ids  # an index outside the store keeps them even if this transaction fails
-                if ids:
-                    self._vector().add(ids, vectors, [r["kb_id"] for r in rows], [r["node_id"] for r in rows])
-                    written = ids
-            self._flip([p.version_id for p in group])
+            rows = [
+                {
+                    "version_id": p.version_id,
+                    "node_id": p.node_id,
+                    "kb_id": p.kb_id,
+                    "ordinal": i,
+                    "text": spec.text,
+                    "heading_path": list(spec.heading_path),
+                    "char_start": spec.char_start,
+                    "char_end": spec.char_end,
+                }
+                for p in group
+                for i, spec in enumerate(p.specs)
+            ]
+            if rows:
+                try:
+                    with self.db.session() as session:
+                        ids = list(session.scalars(insert(Chunk).returning(Chunk.id, sort_by_parameter_order=True), rows))
+                        self.keyword.add(session, [(i, t, r["kb_id"], r["node_id"]) for i, t, r in zip(ids, texts, rows)])
+                except BaseException:
+                    if ids:  # an index outside the store (tantivy) keeps them even though the store rolled back
+                        self._safe_keyword_delete(ids)
+                    ids = []
+                    raise
+                # Chunk rows are committed before their vectors exist: a vector is never without
+                # its chunk row, which is what lets another worker reconcile the lane at any time.
+                vectors_written = True
+                self._vector().add(ids, vectors, [r["kb_id"] for r in rows], [r["node_id"] for r in rows])
+            return self._flip(claim, [p.version_id for p in group])
         except BaseException:
-            log.exception("publishing failed; the versions go back to draft")
-            if written:
-                self._safe_vector_delete(list(zip(written, [r["kb_id"] for r in rows])))
-            if keyword_written:
-                self._safe_keyword_delete(keyword_written)
-            self._drop_chunks_of([p.version_id for p in group])
-            with self.db.session() as session:
-                session.execute(
-                    update(DocumentVersion)
-                    .where(DocumentVersion.id.in_([p.version_id for p in group]), DocumentVersion.status == PUBLISHING)
-                    .values(status=DRAFT)
-                )
+            log.exception("publishing failed; the versions go back to draft (or archived, for a rollback)")
+            version_ids = [p.version_id for p in group]
+            if vectors_written and ids:
+                self._safe_vector_delete(list(zip(ids, [r["kb_id"] for r in rows])))
+            if ids:
+                self._safe_keyword_delete(ids)
+            self._drop_chunks_of(version_ids)
+            claim.rollback()  # the flip may have failed half way (or been chosen as a deadlock's victim)
+            for version in claim.scalars(
+                select(DocumentVersion).where(DocumentVersion.id.in_(version_ids), DocumentVersion.status == PUBLISHING)
+            ):
+                version.status = version.publish_from or DRAFT
+                if version.status == ARCHIVED:
+                    version.archived_at = utcnow()
+            claim.commit()
             raise
-        return len(texts)
 
-    def _flip(self, version_ids: list[int]) -> None:
-        """In one transaction: the new versions become published, their predecessors archived."""
+    def _flip(self, session, version_ids: list[int]) -> list[int]:
+        """In the claim's transaction: each new version becomes published and its predecessor
+        archived, under a lock on the document, unless a later publish request of that document was
+        published first: then this one is archived at once (the latest request wins, whichever
+        finishes first). Returns the versions archived."""
         now = utcnow()
-        with self.db.session() as session:
-            versions = session.scalars(
-                select(DocumentVersion).where(DocumentVersion.id.in_(version_ids)).with_for_update()
-            ).all()
-            node_ids = {v.node_id for v in versions}
-            previous = session.scalars(
+        versions = session.scalars(
+            select(DocumentVersion).where(DocumentVersion.id.in_(version_ids)).order_by(DocumentVersion.publish_seq)
+        ).all()
+        for node_id in sorted({v.node_id for v in versions}):
+            lock_node(session, node_id)
+        archived: list[int] = []
+        for version in versions:
+            current = session.scalars(
                 select(DocumentVersion).where(
-                    DocumentVersion.node_id.in_(node_ids),
+                    DocumentVersion.node_id == version.node_id,
                     DocumentVersion.status == PUBLISHED,
-                    DocumentVersion.id.not_in(version_ids),
+                    DocumentVersion.id != version.id,
                 )
             ).all()
-            for old in previous:
+            if any(old.publish_seq > version.publish_seq for old in current):
+                log.info("version %s was superseded by a later publish while indexing; archived", version.id)
+                version.status, version.archived_at = ARCHIVED, now
+                archived.append(version.id)
+                continue
+            for old in current:
                 old.status, old.archived_at = ARCHIVED, now
-            for version in versions:
-                version.status, version.published_at = PUBLISHED, now
-            archived = [old.id for old in previous]
-        self._drop_chunks_of(archived)
+                archived.append(old.id)
+            version.status, version.published_at = PUBLISHED, now
+            session.flush()
+        return archived
+
+    def _wait_for(self, version_ids: list[int]) -> int:
+        """Wait until other workers finish these jobs (a blocking lock); take over any left
+        `publishing` (its worker died). Raises when one of them ended back in draft."""
+        indexed = 0
+        while True:
+            with self.db.session() as session:
+                still = list(session.scalars(
+                    select(DocumentVersion.id)
+                    .where(DocumentVersion.id.in_(version_ids), DocumentVersion.status == PUBLISHING)
+                    .with_for_update(key_share=True)
+                ))
+            if not still:
+                break
+            indexed += self.publish(still, wait=False)
+        with self.db.session() as session:
+            failed = session.scalar(
+                select(func.count()).where(DocumentVersion.id.in_(version_ids), DocumentVersion.status == DRAFT)
+            )
+        if failed:
+            raise Unavailable("publishing failed in another worker; the version is back in draft (see its log)")
+        return indexed
 
     def _drop_chunks_of(self, version_ids: Sequence[int]) -> None:
         if not version_ids:
@@ -267,16 +355,21 @@ class Publisher:
         for kb_id, expected in published.items():
             if vector.count(kb_id) == expected:
                 continue
+            # Another worker may be publishing meanwhile. Its chunk rows are committed before their
+            # vectors are written, so reading the vectors first and every chunk row of the knowledge
+            # base (any status) second never takes a vector in flight for an orphan.
+            present = vector.ids(kb_id)
             with self.db.session() as session:
+                known = set(session.scalars(select(Chunk.id).where(Chunk.kb_id == kb_id)))
                 rows = session.execute(
                     select(Chunk.id, Chunk.node_id, Chunk.text, Chunk.heading_path, Chunk.char_start, Chunk.char_end)
                     .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
                     .where(Chunk.kb_id == kb_id, DocumentVersion.status == PUBLISHED)
                 ).all()
-            present = vector.ids(kb_id)
-            wanted = {row.id for row in rows}
-            extra = [(int(i), kb_id) for i in present - wanted]
+            extra = [(int(i), kb_id) for i in present - known]
             missing = [row for row in rows if row.id not in present]
+            if not extra and not missing:
+                continue
             log.warning("vector lane of %s: %d missing, %d extra; repairing", kb_id, len(missing), len(extra))
             if extra:
                 vector.delete(extra)
@@ -287,12 +380,17 @@ class Publisher:
             repaired += len(missing) + len(extra)
         return repaired
 
-    def resume(self) -> int:
-        """Finish publishes a crash interrupted, and sweep chunks left behind by archived versions."""
+    def pending_jobs(self, limit: int = 1000) -> list[int]:
+        """Versions waiting to be published (held by a worker or not), oldest first."""
         with self.db.session() as session:
-            interrupted = list(
-                session.scalars(select(DocumentVersion.id).where(DocumentVersion.status == PUBLISHING))
-            )
+            return list(session.scalars(
+                select(DocumentVersion.id).where(DocumentVersion.status == PUBLISHING).order_by(DocumentVersion.id).limit(limit)
+            ))
+
+    def resume(self, wait: bool = True) -> int:
+        """Finish publishes a crash interrupted, and sweep chunks left behind by archived versions.
+        With `wait=False`, jobs another live worker holds are left to it."""
+        with self.db.session() as session:
             stale = list(
                 session.scalars(
                     select(Chunk.version_id)
@@ -302,10 +400,42 @@ class Publisher:
                 )
             )
         self._drop_chunks_of(stale)
+        interrupted = self.pending_jobs()
         if interrupted:
             log.warning("resuming %d interrupted publish(es)", len(interrupted))
-            self.publish(interrupted)
+            self.publish(interrupted, wait=wait)
         return len(interrupted)
+
+
+class PublishWorker:
+    """Several workers on one PostgreSQL store: every `interval` seconds, take over the publish jobs
+    no worker holds (one whose worker was killed, whose lock went with its connection). Jobs a live
+    worker holds are skipped (SKIP LOCKED), so the poll costs one indexed query when there is
+    nothing to do."""
+
+    def __init__(self, publisher: Publisher, interval: float) -> None:
+        self.publisher = publisher
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="publish-worker", daemon=True)
+
+    def start(self) -> "PublishWorker":
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                jobs = self.publisher.pending_jobs(limit=100)
+                if jobs:
+                    self.publisher.publish(jobs, wait=False)
+            except Exception:  # noqa: BLE001 - logged; the job is back in draft or is retried next time
+                log.exception("publish worker: a job failed")
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=60)
 
 
 class PublishQueue:

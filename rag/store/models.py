@@ -121,6 +121,10 @@ class DocumentVersion(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
     published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     archived_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Publishing is a job (rag/service/publish.py): the order of this document's publish requests
+    # (the latest wins) and the status a failed publish returns to (draft; archived for a rollback).
+    publish_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    publish_from: Mapped[str | None] = mapped_column(String(16), nullable=True)
 
     node: Mapped[Node] = relationship(back_populates="versions")
 

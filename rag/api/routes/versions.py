@@ -36,8 +36,8 @@ def version(node_id: NodeId, version_number: VersionNumber, svc: Service, princi
 
 @router.put("/draft", response_model=VersionInfo, summary="Write the draft (update_document)")
 def write_draft(node_id: NodeId, body: ContentBody, svc: Service, principal: Caller) -> JSONResponse:
-    """Replaces the whole body as a draft: the newest version when it is a draft, else a new draft
-    version. The published version stays live until the draft is published."""
+    """Replaces the whole body as a new draft version (every edit is kept, numbered after the
+    newest). The published version stays live until a draft is published."""
     return view_response(svc.update_document(principal, node_id, body.content))
 
 
