@@ -40,8 +40,8 @@ WRITE_TOOLS = (
         "update_document", "Update document",
         "Replace the entire Markdown body of an existing document. The edit is saved as a draft - the currently "
         "published content stays live and searchable until the new version is published (via "
-        "publish_document_version). When the newest version is already a draft, that draft's body is replaced; "
-        "otherwise a new draft version is made. Returns the draft version.",
+        "publish_document_version). Every edit is kept as a new draft version, numbered after the newest; "
+        "concurrent edits become consecutive versions. Returns the new draft version.",
         inputs({"node_id": DOCUMENT_ID, "content": CONTENT}, required=("node_id", "content")),
         VersionInfo, OVERWRITE,
     ),
