@@ -295,6 +295,98 @@ except ImportError:  # pragma: no cover - an install without the harness
     pass
 
 
+# ----- moving a store to another deployment (rag/service/transfer.py) -----
+
+_TRANSFER_STAGES = {
+    "exporting": "exporting rows", "checking": "checking the archive", "loading": "loading rows",
+    "indexing": "indexing chunks",
+}
+
+
+@contextmanager
+def _transfer_progress(quiet: bool) -> Iterator:
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=quiet, disable=quiet and not err.is_terminal,
+    ) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(_TRANSFER_STAGES.get(stage, stage), total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        yield progress
+
+
+def _counts_table(counts: dict[str, int], extra: dict[str, object]) -> Table:
+    table = Table()
+    table.add_column("table")
+    table.add_column("rows", justify="right")
+    for name, count in counts.items():
+        table.add_row(name, str(count))
+    for name, value in extra.items():
+        table.add_row(name, str(value))
+    return table
+
+
+@app.command("export")
+def export_store(
+    file: str = typer.Argument(..., help="The archive to write (JSON lines); - for standard output."),
+    kb: Optional[list[str]] = typer.Option(
+        None, "--kb", help="Only this knowledge base (repeat for more); default: the whole store."
+    ),
+    workspace: Optional[str] = typer.Option(
+        None, "--workspace", "-w", help="Only this workspace; with --kb, the workspace they are in (default: default)."
+    ),
+) -> None:
+    """Write the store as an archive for `rag import`: every version, summary, metadata and activity row, and
+    (whole store only) the principals and tokens. Chunks and vectors are rebuilt by the import."""
+    from rag.service import Principal
+    from rag.service.transfer import export_archive
+
+    to_stdout = file == "-"
+    with service(writer=False) as svc:
+        principal = Principal.local_admin(workspace or svc.settings.default_workspace)
+        with _transfer_progress(to_stdout) as progress:
+            report = export_archive(
+                svc, principal, sys.stdout.buffer if to_stdout else Path(file), kb or (), workspace, progress
+            )
+    if to_stdout:
+        sys.stdout.flush()
+    where = "the whole store" if report.scope["workspace"] is None else f"workspace {report.scope['workspace']!r}"
+    if report.scope["knowledge_bases"]:
+        where = f"{', '.join(map(repr, report.scope['knowledge_bases']))} of {where}"
+    (sys.stderr if to_stdout else sys.stdout).write(f"Exported {where} to {report.target}\n")
+    (err if to_stdout else out).print(_counts_table(report.counts, {"seconds": round(report.seconds, 2)}))
+
+
+@app.command("import")
+def import_store(
+    file: Path = typer.Argument(..., help="An archive written by `rag export`."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Load an archive into the store the settings name (RAG_DATABASE_URL, RAG_CHROMA_URL, RAG_HOME) with the
+    same ids, and index its published versions. A store that already holds any of it is left unchanged."""
+    from rag.service import Principal
+    from rag.service.transfer import import_archive
+
+    with service(writer=True) as svc:
+        principal = Principal.local_admin(svc.settings.default_workspace)
+        with _transfer_progress(json_out) as progress:
+            report = import_archive(svc, principal, file, progress)
+    if json_out:
+        sys.stdout.write(json.dumps(report.summary(), indent=2) + "\n")
+        return
+    extra = {"versions indexed": report.versions_indexed, "chunks indexed": report.chunks,
+             "seconds": round(report.seconds, 2)}
+    sys.stdout.write(f"Imported {file}\n")
+    out.print(_counts_table(report.counts, extra))
+    if report.workspaces_kept:
+        sys.stderr.write(f"workspaces already here, kept as they were: {', '.join(report.workspaces_kept)}\n")
+    if report.activity_offset:
+        sys.stderr.write(f"activity rows follow this store's own: their ids moved up by {report.activity_offset}\n")
+
 def main() -> None:  # pragma: no cover
     app()
 
