@@ -185,6 +185,21 @@ def test_a_store_moves_to_postgresql_with_nothing_lost(source, postgres, tmp_pat
         assert len(svc.activity(ADMIN, 1000)) > len(archived["activity"])
 
 
+def test_into_postgresql_and_a_chroma_server_and_never_twice_into_one_chroma(source, postgres, chroma_server, tmp_path):
+    first = Settings(home=tmp_path / "a", database_url=postgres.new_database(), chroma_url=chroma_server)
+    with KnowledgeService(first) as svc:
+        assert import_archive(svc, ADMIN, source["archive"]).chunks == source["chunks"]
+        assert {q: vector_top(svc, q) for q in QUERIES} == source["before"]
+    # Another (empty) database with the same Chroma server would mix two stores' vectors.
+    second = Settings(home=tmp_path / "b", database_url=postgres.new_database(), chroma_url=chroma_server)
+    with KnowledgeService(second) as svc:
+        before = rows(svc)
+        with pytest.raises(AlreadyExists, match=r"this store already holds 2 knowledge bases' vectors, e\.g\. "
+                                                r"'\w+' \(kb_\w+\) in its vector store: nothing was imported"):
+            import_archive(svc, ADMIN, source["archive"])
+        assert rows(svc) == before
+
+
 def test_the_archive_round_trips_through_postgresql(source, postgres, tmp_path):
     """PostgreSQL exports what it imported, to the microsecond, and SQLite takes it back."""
     _, first = archive_rows(source["archive"])
