@@ -9,6 +9,13 @@ if [ "${1:-}" = "--test" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2
     echo "installing PostgreSQL server binaries for the tests"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
+# --test: and a Docker Compose command line, which tests/test_docker_files.py runs as `config` on
+# docker/compose.yaml. Debian's docker-compose (1.29) without the Docker engine it recommends: a few
+# small Python packages, seconds to install; `config` needs no engine.
+if [ "${1:-}" = "--test" ] && ! command -v docker-compose >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1; then
+    echo "installing docker-compose (the command line only) for the tests"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
+fi
 
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
