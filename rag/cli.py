@@ -38,14 +38,15 @@ def _settings() -> Settings:
 
 
 @contextmanager
-def service(writer: bool) -> Iterator["KnowledgeService"]:  # noqa: F821
-    """Open the service; map errors once: a clear message and an exit code, tracebacks to the log."""
+def service(writer: bool, serving: bool = False) -> Iterator["KnowledgeService"]:  # noqa: F821
+    """Open the service; map errors once: a clear message and an exit code, tracebacks to the log.
+    `serving`: a long-running server, which also takes over other workers' abandoned publishes."""
     from rag.service import KnowledgeService
 
     settings = _settings()
     log_path = configure(settings.home)
     try:
-        with KnowledgeService(settings, writer=writer) as svc:
+        with KnowledgeService(settings, writer=writer, publish_worker=serving) as svc:
             yield svc
     except typer.Exit:
         raise
@@ -190,7 +191,7 @@ def serve(
         raise typer.Exit(2)
     # The service is opened here rather than in the app's lifespan so that a store held by another
     # process is the CLI's clear message and exit code 3, not a traceback from uvicorn's start-up.
-    with service(writer=True) as svc:
+    with service(writer=True, serving=workers == 1) as svc:
         if workers > 1:
             # This process migrated the schema, resumed interrupted publishes and reconciled the
             # lanes; each worker opens its own service on the same engines.
@@ -215,7 +216,7 @@ def mcp(
     from rag.mcp.stdio import serve_stdio, stdout_reserved
 
     # Reserved before the service opens: nothing a library prints at start-up may reach the protocol.
-    with stdout_reserved() as hand_over, service(writer=True) as svc:
+    with stdout_reserved() as hand_over, service(writer=True, serving=True) as svc:
         serve_stdio(svc, token, hand_over)
 
 

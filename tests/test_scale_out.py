@@ -16,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from sqlalchemy import func, select
@@ -215,11 +216,28 @@ def test_rag_serve_with_two_workers_on_the_scale_out_store(workers, scale_out, t
             room = body.split("moves to ")[1].rstrip(".\n")  # which edit got number 17 is up to the race
             found = client.post("/v1/search", json={"query": f"kiwi rota {room}", "limit": 1}).json()["results"]
             assert room in found[0]["excerpt"]
+        sessions = anyio.run(mcp_sessions, f"{url}/mcp", secret, 10)
+        assert sessions == [True] * 10  # a session client's requests may reach either worker
     finally:
         server.send_signal(signal.SIGINT)
         _, err = server.communicate(timeout=120)
     assert "Traceback" not in err, err
     assert f"with 2 workers on http://127.0.0.1:{port}" in err
+
+
+async def mcp_sessions(url: str, secret: str, n: int) -> list[bool]:
+    """n MCP clients that open a session (the initialize handshake), each calling tools three times."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    results = []
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"}, timeout=120) as http:
+        for _ in range(n):
+            async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+                calls = [await client.call_tool("search_knowledge", {"query": "kiwi rota"}) for _ in range(3)]
+                results.append(all(not c.is_error and "Kiwi rota" in str(c.structured_content) for c in calls))
+    return results
 
 
 def test_several_workers_need_the_scale_out_store(tmp_path):
@@ -228,3 +246,22 @@ def test_several_workers_need_the_scale_out_store(tmp_path):
                          capture_output=True, timeout=120)
     assert run.returncode == 2 and "RAG_DATABASE_URL" in run.stderr and "Traceback" not in run.stderr
     assert not Path(tmp_path / "home" / "rag.db").exists()  # refused before anything was opened
+
+
+def test_workers_starting_at_once_on_an_empty_database_migrate_it_once(postgres):
+    from rag.store.db import Database
+
+    url = postgres.new_database()
+    barrier = threading.Barrier(4)
+
+    def start() -> str:
+        barrier.wait()
+        db = Database(url)  # each migrates (or finds the schema done) on its own connection
+        try:
+            with db.session() as session:
+                return session.execute(select(func.count()).select_from(DocumentVersion)).scalar_one() == 0
+        finally:
+            db.close()
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(lambda _: start(), range(4))) == [True] * 4

@@ -90,6 +90,13 @@ def mcp_http(svc: KnowledgeService) -> tuple[ASGIApp, Callable[[], AbstractAsync
     server = build_server(svc)
     # Builds the session manager; its Starlette wrapper (one fixed route, a lifespan that would not
     # run when mounted) is not used: the session manager's own ASGI app answers on any path.
-    server.streamable_http_app(transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    # On the scale-out store several worker processes (and replicas) answer /mcp, and an MCP session
+    # would live in the one process that opened it: there the transport is stateless (each request
+    # stands alone), so a session client's requests may reach any worker. Our tools push nothing
+    # between requests, so nothing is lost.
+    server.streamable_http_app(
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        stateless_http=not svc.settings.embedded,
+    )
     manager = server.session_manager
     return bearer_auth(StreamableHTTPASGIApp(manager), svc), manager.run

@@ -69,7 +69,9 @@ class SearchResult:
 class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixin):
     """The node operations live in mixins (rag/service/nodes.py, edits.py, kb_search.py, tokens.py)."""
 
-    def __init__(self, settings: Settings, *, writer: bool = True) -> None:
+    def __init__(self, settings: Settings, *, writer: bool = True, publish_worker: bool = True) -> None:
+        """`publish_worker`: on a PostgreSQL store, a writer also takes over publish jobs no worker
+        holds (a killed worker's), in the background; one-shot commands leave that to the servers."""
         self.settings = settings
         self._lock: HomeLock | None = None
         if settings.embedded:
@@ -102,7 +104,7 @@ class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixi
                     self.publisher.reconcile_vectors()
                 except Unavailable:  # a backend that is down: searches and publishes will say so themselves
                     log.warning("a backend is unreachable; resuming publishes and reconciling vectors is skipped")
-                if self.db.dialect == "postgresql":
+                if self.db.dialect == "postgresql" and publish_worker:
                     self.publish_worker = PublishWorker(self.publisher, settings.publish_poll_seconds).start()
         except BaseException:
             self.close()

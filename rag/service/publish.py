@@ -102,17 +102,22 @@ class Publisher:
         # Groups of versions of about batch_chunks chunks: embedding batches stay large, and an
         # interruption leaves the earlier groups published.
         groups: list[list[_Pending]] = [[]]
+        size = 0
         for item in pending:
-            if groups[-1] and sum(len(p.texts) for p in groups[-1]) >= self.batch_chunks:
+            if groups[-1] and size >= self.batch_chunks:
                 groups.append([])
+                size = 0
             groups[-1].append(item)
+            size += len(item.texts)
         held_elsewhere: list[int] = []
+        accounted = 0  # chunks indexed here or left to another worker
         for group in groups:
             indexed, skipped = self._publish_group(group)
             done += indexed
             held_elsewhere += skipped
+            accounted += sum(len(p.texts) for p in group)
             if progress:
-                progress(done + sum(len(p.texts) for p in pending if p.version_id in held_elsewhere), total)
+                progress(accounted, total)
         if held_elsewhere and wait:
             done += self._wait_for(held_elsewhere)
         return done
@@ -426,7 +431,9 @@ class PublishWorker:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                jobs = self.publisher.pending_jobs(limit=100)
+                # A few at a time: they are chunked before they are claimed, and another worker
+                # may claim them first.
+                jobs = self.publisher.pending_jobs(limit=16)
                 if jobs:
                     self.publisher.publish(jobs, wait=False)
             except Exception:  # noqa: BLE001 - logged; the job is back in draft or is retried next time

@@ -9,12 +9,13 @@ from typing import Iterator
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 log = logging.getLogger(__name__)
 
 _ALEMBIC_INI = Path(__file__).with_name("alembic.ini")
+MIGRATION_LOCK = 0x7261675F6D6967  # "rag_mig": the advisory lock that serialises schema upgrades
 
 
 def make_engine(url: str) -> Engine:
@@ -38,6 +39,10 @@ def migrate(engine: Engine) -> None:
     cfg = Config(str(_ALEMBIC_INI))
     cfg.set_main_option("script_location", str(_ALEMBIC_INI.parent / "migrations"))
     with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            # Several workers or replicas may start at once on an empty database: one migrates,
+            # the others wait for it here (the lock goes with this transaction) and find it done.
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
 
