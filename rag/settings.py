@@ -51,7 +51,7 @@ class RetrieveSettings(BaseModel):
     )
     keyword_max_df: float = Field(
         0.2, gt=0.0, le=1.0,
-        description="FTS5 only: the keyword lane leaves out query words found in more than this share of chunks "
+        description="FTS5 and PostgreSQL: the keyword lane leaves out query words found in more than this share of chunks "
         "(keeping at least the two rarest): they barely move BM25 and cost most of its time. 1.0 keeps all.",
     )
     excerpt_chars: int = Field(2000, ge=100)

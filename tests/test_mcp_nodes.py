@@ -69,11 +69,14 @@ def test_agent_drafts_publishes_and_versions(world):
     assert r["found"][0]["node_id"] == node and r["found_k"][0]["title"] == "Quokka rota"
     assert r["by_knowledge_id"] == "not found"  # a knowledge id is never a node id
 
-    assert r["v2"]["version_number"] == r["v2_again"]["version_number"] == 2 and r["v2_again"]["status"] == "draft"
-    assert [(v["version_number"], v["status"]) for v in r["history"]["versions"]] == [(2, "draft"), (1, "published")]
+    # Every edit is a version of its own: the second draft does not overwrite the first.
+    assert (r["v2"]["version_number"], r["v2_again"]["version_number"], r["v2_again"]["status"]) == (2, 3, "draft")
+    assert [(v["version_number"], v["status"]) for v in r["history"]["versions"]] == [
+        (3, "draft"), (2, "draft"), (1, "published")]
     assert "content" not in r["history"]["versions"][0]  # no bodies in the history
     assert r["still_live"]["version_number"] == 1
-    assert [(v["version_number"], v["status"]) for v in r["after"]["versions"]] == [(2, "published"), (1, "archived")]
+    assert [(v["version_number"], v["status"]) for v in r["after"]["versions"]] == [
+        (3, "draft"), (2, "published"), (1, "archived")]
     assert r["archived"] == "version 1 is archived; only draft versions can be published"
     assert r["again"]["status"] == "published"  # publishing a published version is a no-op
     assert r["gone"] == "version 9 not found"

@@ -265,3 +265,32 @@ def test_workers_starting_at_once_on_an_empty_database_migrate_it_once(postgres)
 
     with ThreadPoolExecutor(4) as pool:
         assert list(pool.map(lambda _: start(), range(4))) == [True] * 4
+
+
+def test_the_postgresql_keyword_lane_keeps_its_postings_and_counts_exact(workers, small_tree):
+    """BM25 on PostgreSQL reads postings and document frequencies kept by triggers: after ingest,
+    an edit, a move into another knowledge base and a delete they still match the chunks."""
+    from sqlalchemy import text
+
+    first, _ = workers
+    first.ingest_directory(ADMIN, small_tree)
+    other = first.knowledge_base(ADMIN, "other", create=True)
+    hits = first.search(ADMIN, "How much annual leave do I earn?", 3, lanes=("text",)).hits
+    assert hits[0].source == "fs:travel-and-leave/leave.md"
+    doc = first.create_document(ADMIN, other.root_id, "Kiwi rota", BODY)
+    first.publish_version(ADMIN, doc.node_id, 1)
+    first.move_node(ADMIN, hits[0].node_id, other.root_id)
+    gone = first.search(ADMIN, "Slack channels", 1).hits[0].node_id
+    first.delete_document(ADMIN, gone)
+    with first.db.session() as session:
+        counts = dict(session.execute(text("SELECT lexeme, df FROM keyword_df WHERE lexeme IN ('', ' dl')")).all())
+        assert counts[""] == session.scalar(text("SELECT count(*) FROM chunk_tsv"))
+        assert counts[" dl"] == session.scalar(text("SELECT sum(length(tsv)) FROM chunk_tsv"))
+        assert session.scalar(text("SELECT count(*) FROM keyword_postings")) == counts[" dl"]
+        assert session.scalar(text(  # every lexeme's count is its number of postings
+            "SELECT count(*) FROM keyword_df d LEFT JOIN (SELECT lexeme, count(*) AS n FROM keyword_postings "
+            "GROUP BY lexeme) p USING (lexeme) WHERE d.lexeme NOT IN ('', ' dl') AND d.df <> coalesce(p.n, 0)")) == 0
+        assert session.scalar(text(  # postings follow a chunk into its new knowledge base
+            "SELECT count(*) FROM keyword_postings p JOIN chunks c ON c.id = p.chunk_id WHERE p.kb_id <> c.kb_id")) == 0
+    moved = first.search(ADMIN, "How much annual leave do I earn?", 3, kb_name="other", lanes=("text",)).hits
+    assert moved[0].source == "fs:travel-and-leave/leave.md"
