@@ -104,11 +104,12 @@ class Bench:
         return lanes, chunk_doc
 
 
-def eval_settings(home: Path, embed_cache: Path | None = None) -> Settings:
+def eval_settings(home: Path, embed_cache: Path | None = None, database_url: str | None = None) -> Settings:
     # The embedded engines in `home`, whatever RAG_DATABASE_URL / RAG_CHROMA_URL say: an eval
-    # never writes a benchmark corpus into a deployment's stores.
+    # never writes a benchmark corpus into a deployment's stores. `database_url` is given
+    # explicitly (an empty database) to score the PostgreSQL store's keyword lane.
     return Settings(
-        home=home, embed_cache=embed_cache or default_embed_cache(), database_url=None, chroma_url=None
+        home=home, embed_cache=embed_cache or default_embed_cache(), database_url=database_url, chroma_url=None
     )
 
 
@@ -146,6 +147,7 @@ class EvalOptions:
     home: Path | None = None
     limit: int | None = None
     embed_cache: Path | None = None
+    database_url: str | None = None
 
 
 def eval_home(stack: ExitStack, home: Path | None) -> Path:
@@ -172,7 +174,8 @@ def run_retrieval_eval(options: EvalOptions, console: Console | None = None) -> 
     runs: dict[str, dict[str, list[str]]] = {name: {} for name in LANES}
     peer_runs: dict[str, dict[str, list[str]]] = {}
     with ExitStack() as stack, progress_bar(console) as progress:
-        bench = open_bench(dataset, eval_home(stack, options.home), progress, options.embed_cache)
+        home = eval_home(stack, options.home)
+        bench = open_bench(dataset, home, progress, settings=eval_settings(home, options.embed_cache, options.database_url))
         stack.callback(bench.service.close)
         peers: list[tuple[str, Callable[[str], list[str]]]] = []
         if options.peers:

@@ -50,13 +50,18 @@ def retrieval(
     peers: bool = typer.Option(True, "--peers/--no-peers", help="Also run bm25s and LlamaIndex+Chroma."),
     home: Optional[Path] = typer.Option(None, "--home", help="Keep the ingested store here (default: a temp dir)."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Score only the first N queries."),
+    database_url: Optional[str] = typer.Option(
+        None, "--database-url", help="Ingest into this (empty) PostgreSQL database instead of SQLite in the home, "
+        "to score its keyword lane.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """nDCG@10 and Recall@100 of the keyword lane, the vector lane and the hybrid, with peers."""
     from evals.retrieval import EvalOptions, run_retrieval_eval
 
     try:
-        result = run_retrieval_eval(EvalOptions(dataset, split, peers, home, limit), Console(stderr=True))
+        options = EvalOptions(dataset, split, peers, home, limit, database_url=database_url)
+        result = run_retrieval_eval(options, Console(stderr=True))
     except (FileNotFoundError, RagError) as exc:
         raise _fail(exc) from None
     if as_json:
