@@ -388,6 +388,7 @@ def import_store(
     if report.activity_offset:
         sys.stderr.write(f"activity rows follow this store's own: their ids moved up by {report.activity_offset}\n")
 
+
 def main() -> None:  # pragma: no cover
     app()
 

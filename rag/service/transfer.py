@@ -38,6 +38,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import groupby
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
@@ -48,7 +49,7 @@ from sqlalchemy.types import JSON
 from rag.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied, RagError
 from rag.service.checks import name_key
 from rag.service.principal import ACCESS_ALL, Principal
-from rag.service.publish import request_publish
+from rag.service.publish import request_publishes
 from rag.store.models import (
     DRAFT,
     PUBLISHED,
@@ -649,8 +650,8 @@ def _load(svc, archive: _Archive, contents: _Contents, report: ImportReport,
             for i in range(0, len(jobs), BATCH):
                 part = dict(jobs[i:i + BATCH])  # in request order (dicts keep it)
                 found = {v.id: v for v in session.scalars(select(DocumentVersion).where(DocumentVersion.id.in_(list(part))))}
-                for version_id, from_status in part.items():
-                    request_publish(session, found[version_id], from_status)
+                for from_status, run in groupby(part.items(), key=lambda item: item[1]):
+                    request_publishes(session, [found[version_id] for version_id, _ in run], from_status)
                 session.flush()
                 session.expunge_all()
             if svc.db.dialect == "postgresql":  # explicit ids: later inserts must start above them
@@ -726,9 +727,8 @@ def _restore(svc, published: dict[int, dict[str, Any]]) -> None:
             done = set(session.scalars(select(DocumentVersion.id).where(
                 DocumentVersion.id.in_(ids[i:i + BATCH]), DocumentVersion.status == PUBLISHED
             )))
-            for version_id in done:
-                session.execute(update(DocumentVersion).where(DocumentVersion.id == version_id)
-                                .values(**published[version_id]))
+            if done:  # one executemany: an UPDATE by primary key for each
+                session.execute(update(DocumentVersion), [{"id": version_id, **published[version_id]} for version_id in done])
 
 
 def _requeue(svc, ids: list[int]) -> int:
