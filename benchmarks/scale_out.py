@@ -2,7 +2,7 @@
 
 - embedded: one `rag serve` process on the 100k fixture's home (SQLite, tantivy, embedded Chroma);
 - scale-out: `rag serve --workers 2` on PostgreSQL (store and keyword lane) and a Chroma server,
-  both started here on 127.0.0.1 with their data under .cache/bench/scaleout100k/. They are loaded
+  both started here on free 127.0.0.1 ports with their data under .cache/bench/scaleout100k/. They are loaded
   once from the fixture with `rag export` and `rag import` (the import's re-indexing takes its
   vectors from the shared embedding cache), and reused while the database holds the fixture's chunks.
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,53 +31,37 @@ from benchmarks.fixture100k import BENCH_CACHE, EMBED_CACHE
 from benchmarks.http_latency import ask, free_port, search, summary, throughput
 from benchmarks.search_latency import load_queries
 
-PG_PORT, CHROMA_PORT = 55532, 58100
 DATA = BENCH_CACHE / "scaleout100k"
 FIXTURE = BENCH_CACHE / "home100k"
 
 
-def _pg_bin() -> Path:
-    return Path(sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))[-1]).parent
-
-
-def _as_postgres() -> list[str]:
-    return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-
-
 class Servers:
-    """PostgreSQL and a Chroma server with data kept under DATA between runs."""
+    """PostgreSQL (a cluster kept in DATA/postgres) and a Chroma server (data in DATA/chroma), on
+    free loopback ports: the tests' own server helpers, with data kept between runs."""
 
     def __enter__(self) -> "Servers":
-        DATA.mkdir(parents=True, exist_ok=True)
-        pg = DATA / "pg"
-        if os.geteuid() == 0:
-            shutil.chown(DATA, "postgres", "postgres")
-        if not pg.exists():
-            subprocess.run([*_as_postgres(), str(_pg_bin() / "initdb"), "-D", str(pg), "-U", "postgres",
-                            "--auth=trust", "-E", "UTF8"], check=True, capture_output=True)
-        options = f"-p {PG_PORT} -k {DATA} -c listen_addresses=127.0.0.1 -c max_connections=200"
-        subprocess.run([*_as_postgres(), str(_pg_bin() / "pg_ctl"), "-D", str(pg), "-o", options,
-                        "-l", str(DATA / "pg.log"), "-w", "start"], check=True, capture_output=True)
-        self.pg = pg
-        chroma = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
-        with (DATA / "chroma.log").open("w") as log:
-            self.chroma = subprocess.Popen([chroma, "run", "--host", "127.0.0.1", "--port", str(CHROMA_PORT),
-                                            "--path", str(DATA / "chroma")], stdout=log, stderr=subprocess.STDOUT)
-        self.database_url = f"postgresql+psycopg://postgres@127.0.0.1:{PG_PORT}/rag"
-        self.chroma_url = f"http://127.0.0.1:{CHROMA_PORT}"
-        wait_for(lambda: httpx.get(f"{self.chroma_url}/api/v2/heartbeat", timeout=5).status_code == 200, "Chroma")
+        from tests.chromaserver import start_chroma
+        from tests.pgserver import PgServer
+
+        self.pg = PgServer(keep=DATA / "postgres").start()
+        try:
+            self.chroma, self.chroma_url = start_chroma(DATA / "chroma")
+        except BaseException:
+            self.pg.stop()
+            raise
         import psycopg
 
-        with psycopg.connect(f"host=127.0.0.1 port={PG_PORT} user=postgres dbname=postgres", autocommit=True) as conn:
+        with psycopg.connect(f"host=127.0.0.1 port={self.pg.port} user=postgres dbname=postgres", autocommit=True) as conn:
             if not conn.execute("SELECT 1 FROM pg_database WHERE datname = 'rag'").fetchone():
                 conn.execute("CREATE DATABASE rag")
+        self.database_url = self.pg.url("rag")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.chroma.terminate()
-        self.chroma.wait(60)
-        subprocess.run([*_as_postgres(), str(_pg_bin() / "pg_ctl"), "-D", str(self.pg), "-m", "fast", "stop"],
-                       capture_output=True)
+        from tests.chromaserver import stop_chroma
+
+        stop_chroma(self.chroma)
+        self.pg.stop()
 
 
 def wait_for(check, what: str, timeout: float = 300) -> None:

@@ -29,12 +29,18 @@ def _free_port() -> int:
 
 
 class PgServer:
-    def __init__(self) -> None:
+    """`keep`: a cluster kept in that directory between runs (the benchmarks), durable (fsync on);
+    default: a throwaway one in a temp dir, removed on stop."""
+
+    def __init__(self, keep: Path | None = None) -> None:
         bindir = _bindir()
         if bindir is None:
             raise RuntimeError("PostgreSQL server binaries not found (Debian package: postgresql)")
         self.bindir = bindir
-        self.base = Path(tempfile.mkdtemp(prefix="rag-pg-"))
+        self.keep = keep
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+        self.base = keep or Path(tempfile.mkdtemp(prefix="rag-pg-"))
         self.port = _free_port()
         self._as: list[str] = []
         if os.geteuid() == 0:  # PostgreSQL refuses to run as root
@@ -46,16 +52,21 @@ class PgServer:
 
     def start(self) -> "PgServer":
         data = self.base / "data"
-        self._run(str(self.bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-        options = f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
+        if not data.exists():
+            self._run(str(self.bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        options = f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c max_connections=200"
+        if self.keep is None:
+            options += " -c fsync=off -c full_page_writes=off"
         self._run(str(self.bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(self.base / "log"), "-w", "start")
         return self
 
     def stop(self) -> None:
         try:
-            self._run(str(self.bindir / "pg_ctl"), "-D", str(self.base / "data"), "-m", "immediate", "stop")
+            mode = "immediate" if self.keep is None else "fast"
+            self._run(str(self.bindir / "pg_ctl"), "-D", str(self.base / "data"), "-m", mode, "stop")
         finally:
-            shutil.rmtree(self.base, ignore_errors=True)
+            if self.keep is None:
+                shutil.rmtree(self.base, ignore_errors=True)
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"

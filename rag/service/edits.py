@@ -18,7 +18,7 @@ from rag.errors import AlreadyExists, InvalidArgument, PermissionDenied
 from rag.service.activity import recorded
 from rag.service.checks import content_arg, content_hash, int_arg, metadata_arg, name_arg, name_key, summary_arg
 from rag.service.principal import ACCESS_ALL, Principal
-from rag.service.publish import lock_node, request_publish
+from rag.service.publish import lock_nodes, request_publish
 from rag.service.tree import TreeAccess
 from rag.service.views import CreatedDocument, Deleted, NodeInfo, VersionInfo
 from rag.store.models import (
@@ -129,7 +129,7 @@ class NodeEdits(TreeAccess):
         content = content_arg(content)
         with self.db.session() as session:
             node = self._typed(session, principal, node_id, DOCUMENT)
-            lock_node(session, node.id)
+            lock_nodes(session, [node.id])
             newest = session.scalar(select(func.max(DocumentVersion.number)).where(DocumentVersion.node_id == node.id))
             version = DocumentVersion(
                 node_id=node.id, number=int(newest or 0) + 1, body=content, content_hash=content_hash(content)

@@ -40,14 +40,10 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]  # (chunks done, chunks in all)
 
 
-def lock_node(session, node_id: str) -> None:
-    """Serialise writers of one document (PostgreSQL row lock until the transaction ends; SQLite
-    writers are serialised by the database itself)."""
-    session.execute(select(Node.id).where(Node.id == node_id).with_for_update(key_share=True))
-
-
 def lock_nodes(session, node_ids: Sequence[str]) -> None:
-    """lock_node for many documents at once, in id order (so concurrent writers cannot deadlock)."""
+    """Serialise writers of these documents: a PostgreSQL row lock until the transaction ends,
+    taken in id order so concurrent writers cannot deadlock (SQLite writers are serialised by the
+    database itself). NO KEY UPDATE, so inserting rows that refer to them is not blocked."""
     session.execute(
         select(Node.id).where(Node.id.in_(sorted(set(node_ids)))).order_by(Node.id).with_for_update(key_share=True)
     )
