@@ -14,6 +14,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from rag.errors import Unauthenticated, Unavailable
 from rag.service import KnowledgeService, Principal
+from rag.service.tokens import ONE_AUTHORIZATION
 
 TOKEN_REQUIRED = "a bearer token is required (Authorization: Bearer <token>)"
 
@@ -31,6 +32,10 @@ def get_service(request: Request) -> KnowledgeService:
 def get_principal(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Principal:
+    # Refused rather than picking one: a proxy and the client (or two layers) would each believe
+    # their own header is the one that counts.
+    if len(request.headers.getlist("authorization")) > 1:
+        raise Unauthenticated(ONE_AUTHORIZATION)
     if credentials is None:
         raise Unauthenticated(TOKEN_REQUIRED)
     return get_service(request).authenticate(credentials.credentials)

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from rag.api.schemas import Strict
-from rag.service.checks import MAX_CONTENT_CHARS, MAX_NAME_CHARS, MAX_SUMMARY_CHARS
+from rag.service.checks import MAX_CONTENT_CHARS, MAX_ID_CHARS, MAX_NAME_CHARS, MAX_SUMMARY_CHARS
 
 NAME = Field(min_length=1, max_length=MAX_NAME_CHARS, description="Unique among its siblings, ignoring case.")
 SUMMARY = Field(None, max_length=MAX_SUMMARY_CHARS, description="Descriptive, never indexed; null or blank clears it.")
@@ -22,7 +22,7 @@ METADATA = Field(
 )
 CONTENT = Field(max_length=MAX_CONTENT_CHARS, description="The Markdown body.")
 PARENT = Field(
-    None, min_length=1,
+    None, min_length=1, max_length=MAX_ID_CHARS,
     description="The folder to create it in. Default: the default knowledge base for a person, `Assistant "
     "Documents` for an agent; a folder-scoped token must name one of its folders.",
 )
@@ -62,7 +62,7 @@ class MetadataBody(Strict):
 
 
 class MoveBody(Strict):
-    parent_id: str = Field(min_length=1, description="The folder to move it into.")
+    parent_id: str = Field(min_length=1, max_length=MAX_ID_CHARS, description="The folder to move it into.")
 
 
 class ActivityEntry(BaseModel):

@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from rag.errors import Unauthenticated
 from rag.mcp.server import PRINCIPAL_KEY, build_server
 from rag.service.kb_search import UNREACHABLE
+from rag.service.tokens import ONE_AUTHORIZATION
 
 if TYPE_CHECKING:
     from rag.service import KnowledgeService
@@ -53,7 +54,11 @@ def bearer_auth(app: ASGIApp, svc: KnowledgeService) -> ASGIApp:
 
 async def _with_principal(scope: Scope, send: Send, svc: KnowledgeService) -> Scope | None:
     """The scope with the caller's principal in it; None when the request was refused (and answered)."""
-    scheme, _, secret = Headers(scope=scope).get("authorization", "").partition(" ")
+    headers = Headers(scope=scope)
+    if len(headers.getlist("authorization")) > 1:  # which one would count? neither: say so
+        await _refuse(send, 401, "invalid_token", ONE_AUTHORIZATION)
+        return None
+    scheme, _, secret = headers.get("authorization", "").partition(" ")
     try:
         # A database lookup: off the event loop. A missing or non-Bearer header is refused by
         # authenticate itself, with the same message as a bad token.

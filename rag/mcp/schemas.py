@@ -15,13 +15,16 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from rag.service.checks import MAX_ID_CHARS, MAX_INT
+
 
 def string(description: str, **extra: Any) -> dict[str, Any]:
     return {"type": "string", "description": description, **extra}
 
 
 def integer(description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "integer", "description": description, **extra}
+    """An integer; the service takes none above MAX_INT (2^31 - 1), whatever the tool's own bound."""
+    return {"type": "integer", "description": description, "maximum": MAX_INT, **extra}
 
 
 def nullable(schema: dict[str, Any]) -> dict[str, Any]:
@@ -31,7 +34,8 @@ def nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 def node_id(description: str = "The node id (`n_…`) of the document or folder.") -> dict[str, Any]:
     # Node ids only: a knowledge id (source_id/document_id of search_knowledge) is never one.
-    return string(description + " A node id, never a knowledge id (`source_id`/`document_id`).")
+    return string(description + " A node id, never a knowledge id (`source_id`/`document_id`).",
+                  minLength=1, maxLength=MAX_ID_CHARS)
 
 
 DOCUMENT_ID = node_id("The document's node id.")

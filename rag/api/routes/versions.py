@@ -16,11 +16,13 @@ from rag.api.auth import Caller, Service
 from rag.api.errors import ERROR_RESPONSES
 from rag.api.node_schemas import ContentBody
 from rag.api.routes.nodes import NodeId, view_response
+from rag.service.checks import MAX_INT
 from rag.service.views import VersionInfo, VersionView
 
 router = APIRouter(prefix="/v1/documents/{node_id}", tags=["versions"], responses=ERROR_RESPONSES)
 
-VersionNumber = Annotated[int, Path(ge=1, description="1-based, as GET …/versions lists them.")]
+# The service's bound on every integer (MAX_INT): a larger number is a 422 here, never a store error.
+VersionNumber = Annotated[int, Path(ge=1, le=MAX_INT, description="1-based, as GET …/versions lists them.")]
 
 
 @router.get("/versions", response_model=list[VersionInfo], summary="Every version, newest first")
