@@ -12,14 +12,23 @@ primary key against published versions, as in the vector lane. When the index an
 table disagree (a crash between the two commits, a deleted folder, a changed engine),
 ``reconcile`` rebuilds it from the chunks table: no embedding is needed, 100,000 chunks take
 seconds.
+
+A damaged index (a garbled meta.json, a truncated or missing segment file) is treated the same
+way: whenever tantivy reports damage (a ValueError, an OSError, or a Rust panic), on opening, on
+searching or on writing, the directory is moved aside to `keyword.broken` (replacing an earlier
+one), an empty index takes its place and the lane is marked stale. A stale lane rebuilds itself
+from the chunks before its next search (the publisher attaches the source of rows), and a
+writer's start-up reconcile rebuilds it too. A search that finds damage and cannot rebuild
+answers from the vector lane alone (no keyword hits) and logs a warning.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence, TypeVar
 
 from sqlalchemy.orm import Session
 
@@ -30,6 +39,17 @@ from rag.retrieve.types import LaneHit, Scope
 log = logging.getLogger(__name__)
 
 _WRITER_HEAP = 64_000_000
+
+Row = tuple[int, str, str, str]  # (chunk id, indexed text, knowledge base id, node id)
+RowSource = Callable[[Session], Iterable[Row]]
+T = TypeVar("T")
+
+
+def is_damage(exc: BaseException) -> bool:
+    """What tantivy raises for an index it cannot read: ValueError for most damage (bad JSON,
+    a wrong footer, a missing file), OSError, and for some byte-level damage a panic in Rust that
+    pyo3 raises as PanicException, a BaseException."""
+    return isinstance(exc, (ValueError, OSError)) or type(exc).__name__ == "PanicException"
 
 
 class TantivyKeywordLane:
@@ -46,20 +66,106 @@ class TantivyKeywordLane:
         builder.add_text_field("node", stored=False, tokenizer_name="raw")
         builder.add_text_field("text", stored=False, tokenizer_name="en_stem")
         self.schema = builder.build()
-        path.mkdir(parents=True, exist_ok=True)
-        self.index = tantivy.Index(self.schema, path=str(path), reuse=True)
         self._writer = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._source: RowSource | None = None
+        self.stale = False  # empty (new or set aside after damage) until rebuilt from the chunks
+        self.generation = 0  # bumped by each reset, so concurrent searches repair once
+        # No index here yet (a first start, a deleted or switched index) while the store may hold
+        # chunks: stale, so that a reader rebuilds it too, not only a writer's start-up reconcile.
+        self.stale = not (path / "meta.json").exists()
+        try:
+            self.index = self._open()
+            self._probe()
+        except BaseException as exc:
+            if not is_damage(exc):
+                raise
+            self._reset(exc)
+
+    # ----- opening, and recovering from damage -----
+
+    def _open(self):
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self._tantivy.Index(self.schema, path=str(self.path), reuse=True)
+
+    def _probe(self) -> None:
+        """Touch what a search touches (segment files, a term dictionary, the id fast field), so
+        that damage shows on opening rather than in the middle of a search."""
+        searcher = self.index.searcher()
+        searcher.search(self.index.parse_query('"probe"', ["text"]), 1, count=False)
+        self._fingerprint()
+
+    def attach(self, source: RowSource) -> None:
+        """Where the rows come from when the index must be rebuilt (the publisher's indexed_rows)."""
+        self._source = source
+
+    def _reset(self, exc: BaseException) -> None:
+        """Set the damaged directory aside and start an empty index in its place (lock held or at start)."""
+        with self._lock:
+            log.warning(
+                "the keyword index in %s is damaged (%s: %s); it is moved aside and rebuilt from the chunks",
+                self.path, type(exc).__name__, str(exc)[:300],
+            )
+            self._writer = None
+            self.index = None
+            aside = self.path.with_name(self.path.name + ".broken")
+            shutil.rmtree(aside, ignore_errors=True)  # keep only the latest damaged copy, for a post-mortem
+            try:
+                self.path.rename(aside)
+            except FileNotFoundError:
+                pass  # another reader moved it aside first
+            except OSError:
+                shutil.rmtree(self.path, ignore_errors=True)
+            self.index = self._open()
+            self.stale = True
+            self.generation += 1
+
+    def _guarded(self, action: Callable[[], T], session: Session | None) -> T:
+        """Run a read of the index; on damage, reset the index, rebuild it when possible, retry once.
+        Any error of tantivy's kinds counts as damage: a needless rebuild costs seconds, a missed
+        one would fail every search."""
+        generation = self.generation
+        try:
+            return action()
+        except BaseException as exc:
+            if not is_damage(exc):
+                raise
+            with self._lock:
+                if self.generation == generation:  # not reset by a concurrent search meanwhile
+                    self._reset(exc)
+        self._repair(session)
+        return action()
+
+    def _repair(self, session: Session | None) -> None:
+        """Rebuild a stale index from the chunks, if a source of rows is attached."""
+        if not self.stale or self._source is None or session is None:
+            return
+        with self._lock:
+            if not self.stale:
+                return
+            log.info("rebuilding the keyword index in %s from the chunks", self.path)
+            self.rebuild(session, self._source(session))
 
     # ----- writing (only the process that holds the store for writing gets here) -----
 
     def _write(self, change: Callable[[object], None]) -> None:
         with self._lock:
-            if self._writer is None:
-                self._writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
-            change(self._writer)
-            self._writer.commit()
-            self.index.reload()
+            try:
+                self._apply(change)
+            except BaseException as exc:
+                if not is_damage(exc):
+                    raise
+                # A damaged index cannot take the change; an empty one can, and the next search
+                # or start rebuilds it from the chunks (which then include this change's).
+                self._reset(exc)
+                self._apply(change)
+
+    def _apply(self, change: Callable[[object], None]) -> None:
+        if self._writer is None:
+            self._writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        change(self._writer)
+        self._writer.commit()
+        self.index.reload()
 
     def _document(self, row: tuple[int, str, str, str]):
         chunk_id, body, kb_id, node_id = row
@@ -89,10 +195,14 @@ class TantivyKeywordLane:
         self._write(change)
 
     def count(self, session: Session) -> int:
-        return self.index.searcher().num_docs
+        return self._guarded(lambda: self.index.searcher().num_docs, None)
 
-    def fingerprint(self, session: Session) -> tuple[int, int]:
-        """(documents, sum of chunk ids): a replaced chunk changes it even when the count stays."""
+    def fingerprint(self, session: Session | None) -> tuple[int, int]:
+        """(documents, sum of chunk ids): a replaced chunk changes it even when the count stays.
+        Damage reads as an empty index, which reconcile then rebuilds."""
+        return self._guarded(self._fingerprint, None)
+
+    def _fingerprint(self) -> tuple[int, int]:
         searcher = self.index.searcher()
         if not searcher.num_docs:
             return 0, 0
@@ -110,6 +220,7 @@ class TantivyKeywordLane:
                 written[0] += 1
 
         self._write(change)
+        self.stale = False
         return written[0]
 
     def close(self) -> None:
@@ -137,6 +248,13 @@ class TantivyKeywordLane:
         terms = query_terms(query)
         if not terms or not scope.kb_ids or (scope.node_ids is not None and not scope.node_ids):
             return []
+        self._repair(session)
+        if self.stale:  # damaged, and nothing to rebuild it from here: the vector lane answers alone
+            log.warning("the keyword index is being rebuilt; this search has no keyword hits")
+            return []
+        return self._guarded(lambda: self._search(session, terms, scope, k), session)
+
+    def _search(self, session: Session, terms: list[str], scope: Scope, k: int) -> list[LaneHit]:
         searcher = self.index.searcher()
         compiled = self._query(terms, scope)
 

@@ -5,12 +5,19 @@ ingested. It touches only documents it created itself (origin `ingest`, same roo
 written through the API or MCP are never deleted or overwritten, and an edit made to an ingested
 document survives until its file changes (the file's content then becomes a new version, and the
 edit stays in the history).
+
+What a directory walk takes: regular files with a Markdown or text suffix, and links to such
+files that stay inside the ingested folder. It never opens anything else, and says so in the
+report: a link that leaves the folder (or is broken) is a failure; a hidden name, a link to a
+directory (never followed, so no loop), a FIFO, socket or device, and any other suffix are
+skipped with the reason.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +27,7 @@ from sqlalchemy import select
 
 from rag.errors import InvalidArgument
 from rag.ingest.parse import SUPPORTED_SUFFIXES, ParsedDocument, humanize, parse_file_text, parse_record
+from rag.service.checks import name_problem
 from rag.service.principal import Principal
 from rag.store.models import (
     DOCUMENT,
@@ -220,19 +228,28 @@ class DirectoryIngest(_Sync):
         self.service._require_write(self.principal)
         kb = self.service.knowledge_base(self.principal, kb_name, create=True)
         report = IngestReport(knowledge_base=kb.name)
-        files = self._discover(root, report)
+        files = _discover(root, report)
         items: list[_Item] = []
-        for i, file in enumerate(files, start=1):
-            rel = file.relative_to(root).as_posix()
+        for i, found in enumerate(files, start=1):
+            file, rel = found.path, found.rel
             try:
-                data = file.read_bytes()
+                data = found.read()
                 if b"\x00" in data[:8192]:
                     raise ValueError("a binary file, not text")
                 try:
                     text = data.decode("utf-8-sig")
                 except UnicodeDecodeError as exc:
                     raise ValueError(f"not UTF-8 text (invalid byte at offset {exc.start})") from None
+                if "\x00" in text:  # past the first 8 KB: a binary file still, and no store keeps a NUL
+                    raise ValueError("a binary file, not text")
                 parsed = parse_file_text(text, file.suffix, humanize(file.stem))
+                # A name no API call could give (control or bidi characters, `..`) is not given here either.
+                problem = name_problem(" ".join(parsed.title.split()), separators=False) or next(
+                    (p for p in map(name_problem, Path(rel).parent.parts) if p), None)
+                if problem:
+                    raise ValueError(f"its title or a folder name {problem}")
+            except _NotRegular as exc:  # it became a FIFO or the like after the walk saw it
+                report.skipped.append((rel, str(exc)))
             except (OSError, ValueError) as exc:
                 message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                 report.failed.append((rel, message))
@@ -251,25 +268,107 @@ class DirectoryIngest(_Sync):
         self.service.record(self.principal, "ingest", kb.name, "ok" if not report.failed else "partial", report.summary())
         return report
 
-    @staticmethod
-    def _discover(root: Path, report: IngestReport) -> list[Path]:
-        found: list[Path] = []
 
-        def on_error(exc: OSError) -> None:
-            rel = Path(exc.filename).relative_to(root).as_posix() if exc.filename else "?"
-            report.failed.append((rel, exc.strerror or "cannot be read"))
+class _NotRegular(Exception):
+    """Not a regular file (a FIFO, a socket, a device): skipped, never opened for reading."""
 
-        for dirpath, dirnames, filenames in os.walk(root, onerror=on_error):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for filename in sorted(filenames):
-                if filename.startswith("."):
-                    continue
-                file = Path(dirpath) / filename
-                if file.suffix.lower() in SUPPORTED_SUFFIXES:
-                    found.append(file)
-                else:
-                    report.skipped.append((file.relative_to(root).as_posix(), "not a Markdown or text file"))
-        return found
+
+class _Refused(Exception):
+    """A link that cannot be followed (it leaves the ingested folder, is broken or loops): a failure."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return f"{name}, not a regular file"
+    return "not a regular file"
+
+
+@dataclass
+class _Found:
+    """A file the walk will read: `target` is the regular file itself, or a link's target inside the root."""
+
+    path: Path
+    rel: str
+    target: Path
+    identity: tuple[int, int]  # (device, inode) when found: what is read must still be that file
+
+    @classmethod
+    def check(cls, root: Path, path: Path) -> _Found:
+        """Raises _Refused for a link that cannot be followed, _NotRegular for what is never opened."""
+        info = os.lstat(path)
+        target = path
+        if stat.S_ISLNK(info.st_mode):
+            try:
+                target = Path(os.path.realpath(path, strict=True))
+            except FileNotFoundError:
+                raise _Refused("a broken link (its target does not exist)") from None
+            except (OSError, RuntimeError):
+                raise _Refused("a link that cannot be resolved (a loop of links)") from None
+            if not target.is_relative_to(root):
+                raise _Refused("a link to a file outside the ingested folder; refused")
+            info = os.stat(target)
+        if not stat.S_ISREG(info.st_mode):
+            raise _NotRegular(_kind(info.st_mode))
+        return cls(path, path.relative_to(root).as_posix(), target, (info.st_dev, info.st_ino))
+
+    def read(self) -> bytes:
+        """The file's bytes. Opened without blocking and without following a link, then checked
+        again: a file swapped for a FIFO, a device or another file since the walk is not read."""
+        fd = os.open(self.target, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as stream:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise _NotRegular(_kind(info.st_mode))
+            if (info.st_dev, info.st_ino) != self.identity:
+                raise ValueError("it was replaced while the folder was read; run the ingest again")
+            return stream.read()
+
+
+HIDDEN = "a hidden name (it starts with a dot)"
+
+
+def _discover(root: Path, report: IngestReport) -> list[_Found]:
+    """Walk the tree (links to directories are listed, never entered: os.walk's default), recording
+    what is skipped and why."""
+    found: list[_Found] = []
+
+    def on_error(exc: OSError) -> None:
+        rel = Path(exc.filename).relative_to(root).as_posix() if exc.filename else "?"
+        report.failed.append((rel, exc.strerror or "cannot be read"))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=on_error):
+        here = Path(dirpath)
+        entered = []
+        for name in sorted(dirnames):
+            rel = (here / name).relative_to(root).as_posix() + "/"
+            if name.startswith("."):
+                report.skipped.append((rel, HIDDEN))
+            elif (here / name).is_symlink():
+                report.skipped.append((rel, "a link to a directory (links to directories are not followed)"))
+            else:
+                entered.append(name)
+        dirnames[:] = entered
+        for name in sorted(filenames):
+            path = here / name
+            rel = path.relative_to(root).as_posix()
+            if name.startswith("."):
+                report.skipped.append((rel, HIDDEN))
+            elif path.suffix.lower() not in SUPPORTED_SUFFIXES:
+                report.skipped.append((rel, "not a Markdown or text file"))
+            else:
+                try:
+                    found.append(_Found.check(root, path))
+                except _NotRegular as exc:
+                    report.skipped.append((rel, str(exc)))
+                except _Refused as exc:
+                    report.failed.append((rel, str(exc)))
+                except OSError as exc:  # gone since the walk listed it, or unreadable metadata
+                    report.failed.append((rel, exc.strerror or "cannot be read"))
+    return found
 
 
 class RecordIngest(_Sync):

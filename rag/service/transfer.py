@@ -419,9 +419,12 @@ class _Archive:
                 if not raw.endswith(b"\n"):
                     raise Damaged(f"line {number} is cut short: the archive is truncated")
                 try:
-                    yield number, json.loads(raw)
+                    record = json.loads(raw)
+                except RecursionError:  # `[[[[…` thousands deep: no row of an archive nests like that
+                    raise Damaged(f"line {number} is nested too deeply to be an archive row: the archive is damaged") from None
                 except (ValueError, UnicodeDecodeError):
                     raise Damaged(f"line {number} is not valid JSON: the archive is truncated or damaged") from None
+                yield number, record
             if number == 0:
                 raise Damaged("the archive is empty")
 
