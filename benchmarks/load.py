@@ -1,0 +1,393 @@
+"""Mixed load on a real `rag serve`, on both deployments, and search while a large document publishes.
+
+For each deployment (the embedded default: one `rag serve` on a SQLite home; scale-out: `rag serve
+--workers 2` on a throwaway PostgreSQL and Chroma server, the tests' own helpers), a fresh home
+holding the 18F handbook (embeddings from the shared cache) and a few documents to edit:
+
+1. **mix**: `--clients` clients (threads, one keep-alive connection each) for `--duration` seconds
+   over 127.0.0.1, each picking at random: search, ask, chat (/v1/chat/completions), a draft edit
+   (PUT …/draft), or a publish of its own last draft. Per operation: count, p50 / p95, errors by
+   status. Expected: no 5xx and no 409. Afterwards (once every publish has finished) it counts the
+   versions of each edited document: every successful edit must be one version, numbered as its
+   answer said.
+2. **large**: one document of `--large-lines` lines (100,000: ~1.9 M characters of handbook
+   paragraphs, wrapped short and numbered, a new run id in every heading so the model really runs)
+   is created and published, while `--large-clients` clients search: search p50 / p95 during the
+   publish (target: p95 <= 1 s), beside the same clients' search before it, and how long the
+   publish took.
+
+    python -m benchmarks.load [--only embedded|scale-out] [--duration 60] [--clients 32]
+                              [--phases mix,large] [--large-lines 100000] [--json out.json]
+
+Loops are bounded in time and count; servers listen on 127.0.0.1 only and are stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import tempfile
+import textwrap
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import httpx
+
+from benchmarks import write_json
+from benchmarks.fixture100k import EMBED_CACHE
+from benchmarks.http_latency import HANDBOOK, questions, summary
+from benchmarks.scale_out import Serve, rag
+
+OPS = {"search": 40, "ask": 15, "chat": 15, "edit": 20, "publish": 10}  # weights of the mix
+EDIT_DOCS = 8  # documents the clients edit: several clients edit one at once
+MAX_CALLS_PER_CLIENT = 100_000  # a bound besides the clock
+LARGE_TIMEOUT_S = 1800.0
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+# ----- the large document -----
+
+def handbook_paragraphs() -> list[str]:
+    """Prose paragraphs of the handbook pages (front matter, headings, tables and HTML left out)."""
+    found = []
+    for page in sorted(HANDBOOK.rglob("*.md")):
+        text = page.read_text(errors="replace")
+        if text.startswith("---"):
+            end = text.find("\n---", 3)
+            text = text[end + 4:] if end > 0 else text
+        for para in text.split("\n\n"):
+            para = " ".join(para.split())
+            if len(para) > 40 and not para.startswith(("#", "<", "{", "|", "!", "[")):
+                found.append(para)
+    return found
+
+
+def large_document(lines: int, run_id: str) -> str:
+    """`lines` numbered lines of handbook prose wrapped at 15 columns (~19 characters a line, so
+    100,000 lines hold ~1.9 M characters), a heading every 1,000 lines naming the run."""
+    paragraphs = handbook_paragraphs()
+    out: list[str] = []
+    k = 0
+    while len(out) < lines:
+        if len(out) % 1000 == 0:
+            out.append(f"## Part {len(out) // 1000 + 1} of handbook digest {run_id}")
+            continue
+        for piece in textwrap.wrap(paragraphs[k % len(paragraphs)], 15):
+            if len(out) >= lines or len(out) % 1000 == 0:
+                break
+            out.append(f"{len(out) + 1} {piece}")
+        k += 1
+    return "\n".join(out)
+
+
+# ----- deployments -----
+
+def handbook_tree(root: Path, pages: int | None) -> Path:
+    """The handbook, or a copy of its first `pages` pages (a quicker start on a cold embedding cache)."""
+    if pages is None:
+        return HANDBOOK
+    for page in sorted(HANDBOOK.rglob("*.md"))[:pages]:
+        target = root / "pages" / page.relative_to(HANDBOOK)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(page, target)
+    return root / "pages"
+
+
+@contextmanager
+def deployment(name: str, root: Path, workers: int, pages: int | None) -> Iterator[Serve]:
+    """A fresh home with the handbook and a `rag serve` on it; the servers it needs, stopped after."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env = {k: v for k, v in env.items() if not k.startswith("RAG_")}
+    env |= {"RAG_HOME": str(root / "home"), "RAG_EMBED_CACHE": str(EMBED_CACHE)}
+    with ExitStack() as stack:
+        if name == "scale-out":
+            from tests.chromaserver import start_chroma, stop_chroma
+            from tests.pgserver import PgServer
+
+            pg = PgServer().start()
+            stack.callback(pg.stop)
+            chroma, chroma_url = start_chroma(root / "chroma")
+            stack.callback(stop_chroma, chroma)
+            env |= {"RAG_DATABASE_URL": pg.new_database(), "RAG_CHROMA_URL": chroma_url}
+        else:
+            workers = 1
+        rag(env, "ingest", str(handbook_tree(root, pages)))
+        writer = rag(env, "token", "create", "--workspace", "default", "--role", "editor",
+                     "--scope", "knowledge:write", "--name", "load benchmark").strip()
+        served = stack.enter_context(Serve(env, workers, root / "serve.log"))
+        served.token = writer
+        yield served
+
+
+# ----- the mix -----
+
+@dataclass
+class Tally:
+    latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    statuses: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    edits: list[tuple[str, int]] = field(default_factory=list)  # (document, version number) of each edit that succeeded
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, op: str, seconds: float, status: int | str) -> None:
+        with self.lock:
+            self.latencies[op].append(seconds)
+            self.statuses[op][status] += 1
+
+
+def timed(tally: Tally, op: str, call: Callable[..., httpx.Response], *args: Any, **kwargs: Any) -> httpx.Response | None:
+    began = time.perf_counter()
+    try:
+        response = call(*args, **kwargs)
+    except httpx.HTTPError as exc:
+        tally.add(op, time.perf_counter() - began, type(exc).__name__)
+        return None
+    tally.add(op, time.perf_counter() - began, response.status_code)
+    return response
+
+
+def mix_client(served: Serve, i: int, docs: list[str], queries: list[str], tally: Tally,
+               start: threading.Barrier, deadline: list[float]) -> None:
+    rng = random.Random(i)
+    names, weights = list(OPS), list(OPS.values())
+    paragraphs = handbook_paragraphs()
+    last_draft: tuple[str, int] | None = None
+    with served.client() as client:
+        start.wait()
+        for n in range(MAX_CALLS_PER_CLIENT):
+            if time.perf_counter() >= deadline[0]:
+                break
+            op = rng.choices(names, weights)[0]
+            query = rng.choice(queries)
+            if op == "publish" and last_draft is None:
+                op = "edit"
+            if op == "search":
+                timed(tally, op, client.post, "/v1/search", json={"query": query, "limit": 10})
+            elif op == "ask":
+                timed(tally, op, client.post, "/v1/ask", json={"query": query})
+            elif op == "chat":
+                messages = [{"role": "user", "content": rng.choice(queries)},
+                            {"role": "assistant", "content": "See the handbook's pages on that."},
+                            {"role": "user", "content": query}]
+                timed(tally, op, client.post, "/v1/chat/completions", json={"model": "default", "messages": messages})
+            elif op == "edit":
+                doc = rng.choice(docs)
+                body = f"# Load notes {doc}\n\n{rng.choice(paragraphs)}\n\nEdit {i}-{n}.\n"
+                response = timed(tally, op, client.put, f"/v1/documents/{doc}/draft", json={"content": body})
+                if response is not None and response.status_code == 200:
+                    last_draft = (doc, response.json()["version_number"])
+                    with tally.lock:
+                        tally.edits.append(last_draft)
+            else:
+                doc, number = last_draft
+                last_draft = None
+                timed(tally, op, client.post, f"/v1/documents/{doc}/versions/{number}/publish")
+
+
+def versions_of(client: httpx.Client, doc: str) -> list[dict]:
+    response = client.get(f"/v1/documents/{doc}/versions")
+    response.raise_for_status()
+    return response.json()
+
+
+def wait_published(client: httpx.Client, docs: list[str], timeout: float) -> bool:
+    """Poll until no version of `docs` is publishing; False on timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(v["status"] == "publishing" for doc in docs for v in versions_of(client, doc)):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def run_mix(served: Serve, clients: int, duration: float) -> dict[str, Any]:
+    queries = questions()
+    with served.client() as client:
+        docs = []
+        for k in range(EDIT_DOCS):
+            made = client.post("/v1/documents", json={"name": f"Load notes {k}", "content": f"# Load notes {k}\n\nFirst.\n"})
+            made.raise_for_status()
+            docs.append(made.json()["node_id"])
+    tally = Tally()
+    start, deadline = threading.Barrier(clients + 1), [0.0]
+    threads = [threading.Thread(target=mix_client, args=(served, i, docs, queries, tally, start, deadline))
+               for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    load_before = load_average()
+    deadline[0] = time.perf_counter() + duration
+    began = time.perf_counter()
+    start.wait()
+    for thread in threads:
+        thread.join(duration + 600)
+    elapsed = time.perf_counter() - began
+    load_after = load_average()
+    with served.client() as client:
+        settled = wait_published(client, docs, 600)
+        numbers = {doc: sorted(v["version_number"] for v in versions_of(client, doc)) for doc in docs}
+    edited: dict[str, list[int]] = defaultdict(list)
+    for doc, number in tally.edits:
+        edited[doc].append(number)
+    consistent = all(numbers[doc] == sorted([1, *edited[doc]]) for doc in docs)
+    ops = {}
+    for op in OPS:
+        times, statuses = tally.latencies.get(op, []), tally.statuses.get(op, Counter())
+        ops[op] = {**(summary(times) if times else {"n": 0}), "statuses": {str(k): v for k, v in sorted(
+            statuses.items(), key=lambda kv: str(kv[0]))}}
+    errors = Counter()
+    for statuses in tally.statuses.values():
+        for status, count in statuses.items():
+            if not (isinstance(status, int) and status < 300):
+                errors[str(status)] += count
+    return {
+        "clients": clients, "duration_s": round(elapsed, 1), "load_before": load_before, "load_after": load_after,
+        "operations": ops, "errors": dict(errors),
+        "server_errors": sum(c for s, c in errors.items() if s.isdigit() and int(s) >= 500),
+        "conflicts": errors.get("409", 0),
+        "edits_ok": len(tally.edits), "versions_from_edits": sum(len(n) - 1 for n in numbers.values()),
+        "publishes_settled": settled, "every_edit_a_version": consistent,
+    }
+
+
+# ----- the large document -----
+
+def run_large(served: Serve, lines: int, clients: int, baseline_s: float) -> dict[str, Any]:
+    queries = questions()
+    body = large_document(lines, uuid.uuid4().hex[:8])
+
+    def searchers(until: Callable[[], bool]) -> tuple[list[float], Counter]:
+        times: list[float] = []
+        statuses: Counter = Counter()
+        lock = threading.Lock()
+
+        def work(i: int) -> None:
+            with served.client() as client:
+                for n in range(MAX_CALLS_PER_CLIENT):
+                    if until():
+                        return
+                    began = time.perf_counter()
+                    try:
+                        status: int | str = client.post("/v1/search", json={
+                            "query": queries[(i + n * clients) % len(queries)], "limit": 10}).status_code
+                    except httpx.HTTPError as exc:
+                        status = type(exc).__name__
+                    with lock:
+                        times.append(time.perf_counter() - began)
+                        statuses[status] += 1
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(LARGE_TIMEOUT_S + 60)
+        return times, statuses
+
+    stop_at = time.perf_counter() + baseline_s
+    before, before_statuses = searchers(lambda: time.perf_counter() >= stop_at)
+    with served.client() as client:
+        began = time.perf_counter()
+        made = client.post("/v1/documents", json={"name": f"Handbook digest {lines} lines", "content": body})
+        made.raise_for_status()
+        doc = made.json()["node_id"]
+        created_s = time.perf_counter() - began
+        began = time.perf_counter()
+        client.post(f"/v1/documents/{doc}/versions/1/publish").raise_for_status()
+    published = threading.Event()
+    status = ["publishing"]
+
+    def poll() -> None:
+        with served.client() as client:
+            while time.perf_counter() - began < LARGE_TIMEOUT_S:
+                status[0] = versions_of(client, doc)[0]["status"]
+                if status[0] != "publishing":
+                    break
+                time.sleep(0.5)
+        published.set()
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    load_before = load_average()
+    during, during_statuses = searchers(published.is_set)
+    poller.join(LARGE_TIMEOUT_S + 60)
+    publish_s = time.perf_counter() - began
+    return {
+        "lines": lines, "chars": len(body), "create_s": round(created_s, 1), "publish_s": round(publish_s, 1),
+        "final_status": status[0], "clients": clients, "load_before": load_before, "load_after": load_average(),
+        "search_before": {**summary(before), "statuses": {str(k): v for k, v in before_statuses.items()}},
+        "search_during": {**(summary(during) if during else {"n": 0}),
+                          "max_ms": round(max(during, default=0) * 1000, 1),
+                          "statuses": {str(k): v for k, v in during_statuses.items()}},
+    }
+
+
+# ----- output -----
+
+def print_mix(label: str, r: dict[str, Any]) -> None:
+    print(f"\n{label}: {r['clients']} clients for {r['duration_s']} s on {os.cpu_count()} CPUs; "
+          f"load average before {r['load_before']}, after {r['load_after']}\n")
+    print("| operation | calls | p50 ms | p95 ms | answers by status |")
+    print("| --- | ---: | ---: | ---: | --- |")
+    for op, o in r["operations"].items():
+        statuses = ", ".join(f"{k}: {v}" for k, v in o["statuses"].items())
+        print(f"| {op} | {o['n']} | {o.get('p50_ms', '-')} | {o.get('p95_ms', '-')} | {statuses} |")
+    print(f"\n5xx: {r['server_errors']}, 409: {r['conflicts']}, other errors: "
+          f"{ {k: v for k, v in r['errors'].items() if k != '409' and not k.startswith('5')} }")
+    print(f"edits that succeeded: {r['edits_ok']}; versions they made: {r['versions_from_edits']}; "
+          f"every edit a version, numbered as answered: {'yes' if r['every_edit_a_version'] else 'NO'}"
+          f"{'' if r['publishes_settled'] else ' (publishes still running at the deadline)'}", flush=True)
+
+
+def print_large(label: str, r: dict[str, Any]) -> None:
+    b, d = r["search_before"], r["search_during"]
+    print(f"\n{label}: a {r['lines']:,}-line document ({r['chars']:,} characters) created in {r['create_s']} s, "
+          f"published in {r['publish_s']} s ({r['final_status']}); {r['clients']} search clients; load average "
+          f"before {r['load_before']}, after {r['load_after']}\n")
+    print("| search | calls | p50 ms | p95 ms | max ms | answers by status |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    print(f"| before the publish | {b['n']} | {b['p50_ms']} | {b['p95_ms']} | - | {b['statuses']} |")
+    print(f"| during the publish | {d['n']} | {d.get('p50_ms', '-')} | {d.get('p95_ms', '-')} | {d['max_ms']} | "
+          f"{d['statuses']} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=("embedded", "scale-out"), default=None)
+    parser.add_argument("--phases", default="mix,large", help="Comma-separated: mix, large.")
+    parser.add_argument("--duration", type=float, default=60.0, help="Seconds of the mix.")
+    parser.add_argument("--clients", type=int, default=32, help="Clients of the mix.")
+    parser.add_argument("--workers", type=int, default=2, help="rag serve workers on the scale-out deployment.")
+    parser.add_argument("--large-lines", type=int, default=100_000)
+    parser.add_argument("--large-clients", type=int, default=4, help="Search clients during the large publish.")
+    parser.add_argument("--large-baseline", type=float, default=10.0, help="Seconds of search before it.")
+    parser.add_argument("--pages", type=int, default=None, help="Serve only the handbook's first N pages.")
+    parser.add_argument("--json", default=None, help="Write the result here ('-': standard output).")
+    args = parser.parse_args()
+    phases = {p.strip() for p in args.phases.split(",") if p.strip()}
+    report: dict[str, Any] = {}
+    for name in ("embedded", "scale-out"):
+        if args.only not in (None, name):
+            continue
+        label = "embedded, 1 process" if name == "embedded" else f"PostgreSQL + Chroma server, {args.workers} workers"
+        with tempfile.TemporaryDirectory(prefix="rag-load-") as tmp, deployment(name, Path(tmp), args.workers, args.pages) as served:
+            report[name] = {}
+            if "mix" in phases:
+                report[name]["mix"] = run_mix(served, args.clients, args.duration)
+                print_mix(label, report[name]["mix"])
+            if "large" in phases:
+                report[name]["large"] = run_large(served, args.large_lines, args.large_clients, args.large_baseline)
+                print_large(label, report[name]["large"])
+    write_json(report, args.json)
+
+
+if __name__ == "__main__":
+    main()
