@@ -23,15 +23,18 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rag.errors import (
+    STORAGE_FULL,
     AlreadyExists,
     Conflict,
     InvalidArgument,
     NotFound,
     PermissionDenied,
     RagError,
+    StorageFull,
     StoreLocked,
     Unauthenticated,
     Unavailable,
+    is_storage_full,
 )
 
 log = logging.getLogger("rag.api")
@@ -47,12 +50,13 @@ _STATUS: tuple[tuple[type[RagError], int], ...] = (
     (Conflict, 409),
     (InvalidArgument, 400),
     (StoreLocked, 503),
+    (StorageFull, 507),  # before Unavailable, which it is
     (Unavailable, 503),
 )
 _TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
     405: "invalid_request_error", 409: "conflict_error", 413: "invalid_request_error", 422: "invalid_request_error",
-    500: "server_error", 503: "service_unavailable",
+    500: "server_error", 503: "service_unavailable", 507: "server_error",
 }
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
 
@@ -107,6 +111,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (413, "The request body is larger than the limit."),
         (422, "The request does not match this schema (unknown field, wrong type, out of bounds)."),
         (503, "A backend (store, vector lane, model) is unavailable."),
+        (507, "The store cannot write: its disk is full (reads still work)."),
     )
 }
 
@@ -153,8 +158,25 @@ async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse
     return error_response(422, message or "the request is invalid", "invalid_argument", param)
 
 
+def _unreadable_body(exc: StarletteHTTPException) -> str | None:
+    """FastAPI answers 400 for a body json.loads could not even read (its bytes are not UTF-8, or it
+    nests deeper than Python's recursion limit); docs/api.md says 422, as for any body that is not
+    valid JSON. What was wrong, in words; None for any other HTTP error."""
+    cause = exc.__cause__
+    if exc.status_code != 400 or not isinstance(cause, (UnicodeError, RecursionError, ValueError)):
+        return None
+    if isinstance(cause, UnicodeError):
+        return "the body is not valid JSON: it is not UTF-8 text"
+    if isinstance(cause, RecursionError):
+        return "the body is not valid JSON: it is nested too deeply"
+    return "the body is not valid JSON"
+
+
 async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    unreadable = _unreadable_body(exc)
+    if unreadable is not None:
+        return error_response(422, unreadable, "invalid_argument")
     status = exc.status_code
     message = exc.detail if isinstance(exc.detail, str) else "the request is invalid"
     if status == 404:
@@ -165,6 +187,8 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
 async def _on_store_error(request: Request, exc: Exception) -> JSONResponse:
     """The store failed under the call: the caller learns what to do, the log gets the rest."""
     log.error("%s %s: store error", request.method, request.url.path, exc_info=exc)
+    if is_storage_full(exc):
+        return error_response(507, STORAGE_FULL, StorageFull.code)
     if isinstance(exc, IntegrityError):
         return error_response(409, "the change conflicts with another one made at the same time; try again",
                               "conflict")
@@ -201,7 +225,9 @@ class CatchAll:
 
         try:
             await self.app(scope, receive, tracking_send)
-        except Exception:  # noqa: BLE001 - the whole point: nothing escapes as a stack trace
+        except Exception as exc:  # noqa: BLE001 - the whole point: nothing escapes as a stack trace
             log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
-            if not started:
+            if not started and is_storage_full(exc):  # a write that no handler above saw (tantivy, Chroma)
+                await error_response(507, STORAGE_FULL, StorageFull.code)(scope, receive, send)
+            elif not started:
                 await error_response(500, UNEXPECTED, "error")(scope, receive, send)

@@ -16,7 +16,7 @@ import logging
 
 from mcp_types import CallToolResult, TextContent
 
-from rag.errors import RagError
+from rag.errors import STORAGE_FULL, RagError, is_storage_full
 from rag.service.kb_search import UNEXPECTED
 
 log = logging.getLogger("rag.mcp")
@@ -28,5 +28,6 @@ def error_result(tool: str, exc: BaseException, prefix: str = "") -> CallToolRes
         message = exc.message
     else:
         log.error("tool %s failed unexpectedly", tool, exc_info=(type(exc), exc, exc.__traceback__))
-        message = UNEXPECTED
+        # A full disk is the operator's to fix, and saying so tells the caller to retry later.
+        message = STORAGE_FULL if is_storage_full(exc) else UNEXPECTED
     return CallToolResult(content=[TextContent(type="text", text=prefix + message)], is_error=True)

@@ -1,10 +1,14 @@
-"""GET /healthz: is each engine answering? No token needed, and nothing in the answer is a secret
-or an error message: a failing check says only which part failed (the log says why)."""
+"""GET /healthz: is each engine answering, and can the store still write? No token needed, and
+nothing in the answer is a secret or an error message: a failing check says only which part failed
+(the log says why)."""
 
 from __future__ import annotations
 
 import logging
-from typing import Callable
+import os
+import resource
+from collections.abc import Callable
+from pathlib import Path
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -12,10 +16,15 @@ from pydantic import BaseModel
 from sqlalchemy import text
 
 from rag.api.auth import get_service
+from rag.errors import STORAGE_FULL, StorageFull
+from rag.service import KnowledgeService
 
 log = logging.getLogger("rag.api")
 
 router = APIRouter(tags=["health"])
+
+# Less room than this to grow the store's files, and writes are about to fail (or already do).
+MIN_ROOM = 1 << 20
 
 
 class Check(BaseModel):
@@ -26,6 +35,7 @@ class Check(BaseModel):
 class Health(BaseModel):
     status: str
     store: Check
+    writes: Check
     vector: Check
     model: Check
     synthesizer: str
@@ -40,12 +50,54 @@ def _check(name: str, probe: Callable[[], object]) -> bool:
         return False
 
 
+def _room(path: Path) -> int:
+    """Bytes `path` (a file of the store, existing or not) can still grow by: the free space of its
+    file system, and below the process's file-size limit (RLIMIT_FSIZE, `ulimit -f`)."""
+    folder = path if path.is_dir() else path.parent
+    stat = os.statvfs(folder)
+    room = stat.f_bavail * stat.f_frsize
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY:
+        room = min(room, limit - (path.stat().st_size if path.is_file() else 0))
+    return room
+
+
+def _writable(svc: KnowledgeService) -> None:
+    """Raises when the store could not take a write now. Nothing is written, so a health check
+    that runs every few seconds neither fills a disk nor waits for the store's write lock.
+
+    PostgreSQL: a transaction id is assigned, then rolled back (refused by a read-only server or a
+    standby in recovery; a full disk there is PostgreSQL's own to report). SQLite: room for the
+    database, its write-ahead log and the vector and keyword stores in home, and room below
+    `max_page_count`."""
+    engine = svc.db.engine
+    if svc.db.dialect == "postgresql":
+        with engine.connect() as connection:
+            connection.execute(text("SELECT txid_current()"))
+            connection.rollback()
+    elif svc.db.dialect == "sqlite":
+        with engine.connect() as connection:
+            size, count, free, most = (connection.exec_driver_sql(f"PRAGMA {name}").scalar() for name in
+                                       ("page_size", "page_count", "freelist_count", "max_page_count"))
+        if (most - count + free) * size < MIN_ROOM:
+            raise StorageFull(f"{STORAGE_FULL} (max_page_count)")
+        files: list[Path] = []
+        if engine.url.database and engine.url.database != ":memory:":
+            database = Path(engine.url.database)
+            files += [database, database.with_name(database.name + "-wal")]
+        if svc.settings.embedded:
+            files += [svc.settings.chroma_path / "chroma.sqlite3", svc.settings.keyword_path]
+        short = [str(f) for f in files if f.parent.is_dir() and _room(f) < MIN_ROOM]
+        if short:
+            raise StorageFull(f"{STORAGE_FULL}: {', '.join(short)}")
+
+
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health, "description": "A part is down."}},
-            summary="The store, the vector lane and the model")
+            summary="The store (and its writes), the vector lane and the model")
 def healthz(request: Request) -> JSONResponse:
-    """200 with `status: ok` when the store and the vector lane answer and the embedding model has
-    embedded; 503 with `status: degraded` otherwise. The language model (if any) is named, not called:
-    a probe would cost a paid request."""
+    """200 with `status: ok` when the store answers and can write, the vector lane answers and the
+    embedding model has embedded; 503 with `status: degraded` otherwise. The language model (if
+    any) is named, not called: a probe would cost a paid request."""
     svc = get_service(request)
 
     def store() -> None:
@@ -58,6 +110,7 @@ def healthz(request: Request) -> JSONResponse:
     settings = svc.settings
     checks = {
         "store": Check(ok=_check("store", store), engine=svc.db.dialect),
+        "writes": Check(ok=_check("store's writes", lambda: _writable(svc)), engine=svc.db.dialect),
         "vector": Check(ok=_check("vector lane", lambda: svc.vector.client.heartbeat()),
                         engine="chroma server" if settings.chroma_url else "chroma embedded"),
         "model": Check(ok=model_ready, engine=svc.embedder.name),
