@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rag.errors import InvalidArgument, NotFound, RagError, StoreLocked
+from rag.errors import STORAGE_FULL, InvalidArgument, NotFound, RagError, StoreLocked, is_storage_full
 from rag.logs import configure
 from rag.settings import Settings
 
@@ -56,9 +56,12 @@ def service(writer: bool, serving: bool = False) -> Iterator["KnowledgeService"]
     except KeyboardInterrupt:
         err.print("interrupted; anything half-published is resumed on the next start")
         raise typer.Exit(130)
-    except Exception:
+    except Exception as exc:
         log.exception("unexpected error")
-        _error(f"an unexpected error stopped the command; details are in {log_path}")
+        if is_storage_full(exc):  # a full disk is the user's to fix, and says so
+            _error(STORAGE_FULL)
+        else:
+            _error(f"an unexpected error stopped the command; details are in {log_path}")
         raise typer.Exit(1)
 
 
@@ -93,7 +96,10 @@ def ingest(
 
             report = svc.ingest_directory(principal, path, kb, progress)
     if json_out:
-        payload = report.summary() | {"failures": [{"path": p, "error": m} for p, m in report.failed]}
+        payload = report.summary() | {
+            "failures": [{"path": p, "error": m} for p, m in report.failed],
+            "skips": [{"path": p, "reason": m} for p, m in report.skipped],
+        }
         out.print_json(json.dumps(payload))
     else:
         table = Table(title=f"Ingested {path} into {report.knowledge_base!r}")
@@ -104,6 +110,8 @@ def ingest(
         out.print(table)
         for rel, message in report.warnings:
             _error(f"{rel}: {message}", "warning")
+        for rel, message in report.skipped:  # what was left out, and why: nothing is skipped silently
+            _error(f"{rel}: {message}", "skipped")
         for rel, message in report.failed:
             _error(f"{rel}: {message}", "failed")
     if report.failed:
@@ -181,6 +189,7 @@ def serve(
     import uvicorn
 
     from rag.api import create_app
+    from rag.api.access_log import log_config
     from rag.api.app import serving_process
 
     if workers > 1 and _settings().embedded:
@@ -198,11 +207,12 @@ def serve(
             svc.close()
             sys.stderr.write(f"serving {svc.settings.sqlalchemy_url.split('@')[-1]} with {workers} workers "
                              f"on http://{host}:{port}\n")
-            uvicorn.run("rag.api.app:create_worker_app", factory=True, host=host, port=port, workers=workers)
+            uvicorn.run("rag.api.app:create_worker_app", factory=True, host=host, port=port, workers=workers,
+                        log_config=log_config())
             return
         serving_process(svc.settings)
         sys.stderr.write(f"serving {svc.settings.home} on http://{host}:{port}\n")
-        uvicorn.run(create_app(service=svc), host=host, port=port)
+        uvicorn.run(create_app(service=svc), host=host, port=port, log_config=log_config())
 
 
 @app.command()

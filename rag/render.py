@@ -3,6 +3,7 @@ text blocks of knowledge_search_and_ask.txt (search results kept under 50,000 ch
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from rag.retrieve.types import Hit
@@ -37,20 +38,30 @@ def hit_text(payload: dict[str, Any]) -> str:
     )
 
 
+def _json_chars(value: object) -> int:
+    """Its length as JSON at the widest (every non-ASCII character escaped), as a client may receive it."""
+    return len(json.dumps(value, ensure_ascii=True))
+
+
 def search_response(query: str, hits: list[Hit], excerpt_chars: int = 2000) -> tuple[dict[str, Any], str]:
-    """The structured result and its text rendering, with results dropped past 50,000 characters."""
+    """The structured result and its text rendering, with results dropped so that each of the two
+    stays under 50,000 characters (JSON escapes make the structured one the longer, often)."""
     results: list[dict[str, Any]] = []
     blocks: list[str] = []
     used = 0
+    used_json = _json_chars({"query": query, "results": [], "truncated": True})
     for i, hit in enumerate(hits):
         payload = hit_payload(hit, excerpt_chars)
         block = hit_text(payload)
         trailer = len(f"\n\n[…{len(hits) - i} more results truncated]")
         if used + len(block) + 2 + trailer > MAX_RESPONSE_CHARS:
             break
+        if used_json + _json_chars(payload) + 2 > MAX_RESPONSE_CHARS:
+            break
         results.append(payload)
         blocks.append(block)
         used += len(block) + 2
+        used_json += _json_chars(payload) + 2
     dropped = len(hits) - len(results)
     text = "\n\n".join(blocks) if blocks else NO_RESULTS
     if dropped:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from rag.render import MAX_RESPONSE_CHARS, NO_RESULTS, search_response
@@ -57,6 +59,15 @@ def test_responses_stay_under_50000_characters():
     assert len(text) < MAX_RESPONSE_CHARS
     dropped = 30 - len(payload["results"])
     assert dropped > 0 and text.endswith(f"[…{dropped} more results truncated]")
+
+
+def test_structured_results_stay_under_50000_characters_too():
+    """Quotes, new lines and non-ASCII letters take more room as JSON than in the text block."""
+    hits = [_hit(i, ('"é"\n' * 600)[:2000]) for i in range(25)]
+    payload, text = search_response("q", hits)
+    as_json = json.dumps({"results": payload["results"], "truncated": payload["truncated"]}, ensure_ascii=True)
+    assert payload["truncated"] is True and len(text) < MAX_RESPONSE_CHARS
+    assert len(as_json) < MAX_RESPONSE_CHARS, len(as_json)
 
 
 def test_empty_results_and_absent_source_label():

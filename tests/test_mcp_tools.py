@@ -81,7 +81,7 @@ def test_search_knowledge_renders_and_clamps_as_documented(world):
                       for v in (0, -4, 2.7, "7", "lots", None, 100)}
             errors = [await s.error("search_knowledge", args)
                       for args in ({}, {"query": ""}, {"query": "  "}, {"query": 5})]
-        async with session(world.svc, world.blind) as s:  # access none: nothing to find
+        async with session(world.svc, world.blind) as s:  # access none: refused, not an empty result
             nothing = await s.call("search_knowledge", {"query": LEAVE_QUESTION})
         return three, counts, errors, nothing
 
@@ -97,8 +97,7 @@ def test_search_knowledge_renders_and_clamps_as_documented(world):
                     r"travel-and-leave/leave\.md\n\n", text(three))
     assert counts == {"0": 1, "-4": 1, "2.7": 2, "'7'": 7, "'lots'": 10, "None": 10, "100": 25}
     assert errors == ["Tool failed: `query` must be a non-empty string"] * 4
-    assert not nothing.is_error and text(nothing) == "No results found."
-    assert nothing.structured_content == {"results": [], "truncated": False}
+    assert nothing.is_error and text(nothing) == "Tool failed: no knowledge base access"
 
 
 def test_ask_knowledge_cites_in_order_and_abstains(world):

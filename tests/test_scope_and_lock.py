@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from rag.errors import StoreLocked
+from rag.errors import PermissionDenied, StoreLocked
 from rag.service import KnowledgeService, Principal
 from rag.service.principal import ACCESS_FOLDERS, ACCESS_NONE
 
@@ -33,7 +33,8 @@ def test_folder_scope_fills_top_k_with_in_scope_hits(svc, admin, small_tree):
     with pytest.raises(NotFound):
         svc.get_document(agent, leave[0].node_id)
     nobody = Principal(actor="agent", workspace_id="default", access=ACCESS_NONE)
-    assert svc.search(nobody, "annual leave", 5).hits == []
+    with pytest.raises(PermissionDenied, match="^no knowledge base access$"):  # not an empty result
+        svc.search(nobody, "annual leave", 5)
 
 
 def test_kb_scope_and_workspace_isolation(svc, admin, two_kbs):

@@ -23,13 +23,15 @@ from rag.retrieve.keyword import keyword_lane
 from rag.retrieve.retriever import LANES, Retriever
 from rag.retrieve.types import Hit, Scope
 from rag.retrieve.vector import ChromaVectorLane, open_chroma_client
-from rag.service.checks import int_arg, name_arg, name_key
+from rag.service.activity import bounded_target
+from rag.service.checks import int_arg, lookup_name_arg, name_arg, name_key
 from rag.service.edits import NodeEdits
 from rag.service.kb_search import KnowledgeBaseSearchMixin
 from rag.service.nodes import NodeReads
 from rag.service.principal import ACCESS_ALL, ACCESS_FOLDERS, Principal
 from rag.service.publish import Progress, Publisher, PublishQueue, PublishWorker
 from rag.service.tokens import TokenMixin
+from rag.service.tree import NO_ACCESS
 from rag.settings import Settings
 from rag.synthesize.conversation import standalone_question, validate_history
 from rag.synthesize.relevance import relevant_hits
@@ -184,7 +186,7 @@ class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixi
                         workspace_id=principal.workspace_id,
                         actor=principal.actor,
                         action=action,
-                        target=target,
+                        target=bounded_target(target),  # whatever a caller sent, the row stays small
                         outcome=outcome,
                         detail=detail,
                     )
@@ -203,7 +205,15 @@ class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixi
                 return list(session.scalars(stmt.limit(limit)))
             visible = self._visible_ids(session, principal) or set()
             rows = (row for row in session.scalars(stmt.execution_options(yield_per=500)) if row.target in visible)
-            return [row for _, row in zip(range(limit), rows)]
+            shown = [row for _, row in zip(range(limit), rows)]
+        # A row's detail may name another node (the folder something was made in): out of scope, none.
+        return [
+            Activity(id=row.id, workspace_id=row.workspace_id, actor=row.actor, action=row.action, target=row.target,
+                     outcome=row.outcome, created_at=row.created_at, detail=None if row.detail is None else {
+                         key: None if isinstance(value, str) and value.startswith("n_") and value not in visible
+                         else value for key, value in row.detail.items()})
+            for row in shown
+        ]
 
     # ----- workspaces and knowledge bases -----
 
@@ -252,6 +262,8 @@ class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixi
             )
 
     def knowledge_base(self, principal: Principal, name: str, *, create: bool = False) -> KnowledgeBase:
+        # A name no knowledge base can have is not looked up (PostgreSQL refuses a NUL in a parameter).
+        name = name_arg(name, "knowledge base") if create else lookup_name_arg(name, f"knowledge base {name!r} not found"[:300])
         self.ensure_workspace(principal.workspace_id)
         with self.db.session() as session:
             kb = session.scalar(
@@ -279,7 +291,11 @@ class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixi
             raise PermissionDenied("this needs the knowledge:write scope")
 
     def scope(self, principal: Principal, kb_name: str | None = None) -> Scope:
-        """What this principal may search: its workspace, optionally one knowledge base, its folders."""
+        """What this principal may search: its workspace, optionally one knowledge base, its folders.
+        Without knowledge-base access every search fails, as every node tool does: an empty result
+        would not tell "no access" from "no match"."""
+        if principal.access not in (ACCESS_ALL, ACCESS_FOLDERS):
+            raise PermissionDenied(NO_ACCESS)
         if "knowledge:read" not in principal.scopes:
             raise PermissionDenied("this needs the knowledge:read scope")
         if kb_name is not None:
@@ -292,7 +308,7 @@ class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixi
             with self.db.session() as session:
                 docs = frozenset(row.id for row in self._subtree(session, principal.folder_ids) if row.kind == DOCUMENT)
             return Scope(principal.workspace_id, kb_ids, docs)
-        return Scope(principal.workspace_id, (), frozenset())
+        raise PermissionDenied(NO_ACCESS)
 
     # ----- search -----
 
@@ -312,14 +328,14 @@ class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixi
         kb_name: str | None = None,
         lanes: tuple[str, ...] = LANES,
     ) -> SearchResult:
-        self._check_query(query)
-        if limit < 1:
-            raise InvalidArgument("`limit` must be at least 1")
-        scope = self.scope(principal, kb_name)
         try:
-            hits = self.retriever.retrieve(query, scope, limit, lanes=lanes)
-        except RagError:
-            self.record(principal, "search", kb_name, "error")
+            self._check_query(query)
+            if limit < 1:
+                raise InvalidArgument("`limit` must be at least 1")
+            scope = self.scope(principal, kb_name)
+            hits = self._shown_hits(principal, self.retriever.retrieve(query, scope, limit, lanes=lanes))
+        except RagError as exc:  # refusals are recorded too: who tried what, never the query
+            self.record(principal, "search", kb_name, exc.code)
             raise
         self.record(principal, "search", kb_name, "ok", {"results": len(hits), "query_chars": len(query)})
         return SearchResult(query=query, hits=hits)
@@ -330,14 +346,14 @@ class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixi
         self, principal: Principal, query: str, kb_name: str | None, history: Any
     ) -> tuple[str, list[Hit]]:
         """The standalone question and the retrieved excerpts that are about it (none: abstain)."""
-        self._check_query(query)
-        messages = validate_history(history)
-        scope = self.scope(principal, kb_name)
         try:
+            self._check_query(query)
+            messages = validate_history(history)
+            scope = self.scope(principal, kb_name)
             question = standalone_question(query, messages, self.chat_model)
-            hits = self.retriever.retrieve(question, scope, self.settings.answer.excerpts)
-        except RagError:
-            self.record(principal, "ask", kb_name, "error")
+            hits = self._shown_hits(principal, self.retriever.retrieve(question, scope, self.settings.answer.excerpts))
+        except RagError as exc:
+            self.record(principal, "ask", kb_name, exc.code)
             raise
         return question, relevant_hits(question, hits, self.settings.answer)
 
@@ -355,8 +371,8 @@ class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixi
         question, hits = self._prepare_answer(principal, query, kb_name, history)
         try:
             answer = self.synthesizer.answer(question, hits) if hits else self._abstain(question)
-        except RagError:
-            self.record(principal, "ask", kb_name, "error")
+        except RagError as exc:
+            self.record(principal, "ask", kb_name, exc.code)
             raise
         self._record_answer(principal, kb_name, query, answer)
         return answer
@@ -381,8 +397,8 @@ class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixi
                     if event.kind == "done" and event.answer is not None:
                         self._record_answer(principal, kb_name, query, event.answer)
                     yield event
-            except RagError:
-                self.record(principal, "ask", kb_name, "error")
+            except RagError as exc:
+                self.record(principal, "ask", kb_name, exc.code)
                 raise
 
         return events()

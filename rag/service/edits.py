@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ASSISTANT_KB = "Assistant Documents"  # where an agent's writes without a parent land
-ROOT_FIXED = "the root folder of a knowledge base cannot be renamed, moved or deleted"
 
 
 class NodeEdits(TreeAccess):
@@ -216,13 +215,12 @@ class NodeEdits(TreeAccess):
         new_name = name_arg(name, kind)
         with self.db.session() as session:
             node = self._typed(session, principal, node_id, kind)
-            if node.parent_id is None:
-                raise InvalidArgument(ROOT_FIXED)
+            self._require_movable(session, principal, node)
             if self._sibling_taken(session, node.parent_id, new_name, exclude=node.id):
                 raise AlreadyExists(f"a node named {new_name!r} already exists in this folder")
             node.name, node.name_key = new_name, name_key(new_name)
             self._relabel(session, node)
-        return NodeInfo.of(node)
+            return self._node_info(session, principal, node)
 
     @recorded("rename_document", target="node_id")
     def rename_document(self, principal: Principal, node_id: str, name: str) -> NodeInfo:
@@ -250,7 +248,7 @@ class NodeEdits(TreeAccess):
             node = self._node(session, principal, node_id)
             for name, value in fields.items():
                 setattr(node, name, value)
-        return NodeInfo.of(node)
+            return self._node_info(session, principal, node)
 
     def _relabel(self, session: Session, node: Node) -> None:
         """Nodes made through the API are labelled by their path (`kb:KB/folder/name`); a rename or a
@@ -272,8 +270,7 @@ class NodeEdits(TreeAccess):
         self._writer(principal)
         with self.db.session() as session:
             node = self._typed(session, principal, node_id, kind)
-            if node.parent_id is None:
-                raise InvalidArgument(ROOT_FIXED)
+            self._require_movable(session, principal, node)
             below = self._subtree(session, [node.id]) if kind == FOLDER else []
         documents = [r.id for r in below if r.kind == DOCUMENT] + ([node.id] if kind == DOCUMENT else [])
         folders = [r.id for r in below if r.kind == FOLDER] + ([node.id] if kind == FOLDER else [])
@@ -307,10 +304,9 @@ class NodeEdits(TreeAccess):
         with self.db.session() as session:
             node = self._node(session, principal, node_id)
             target = self._typed(session, principal, parent_id, FOLDER, "parent_id")
-            if node.parent_id is None:
-                raise InvalidArgument(ROOT_FIXED)
+            self._require_movable(session, principal, node)
             if target.id == node.parent_id:
-                return NodeInfo.of(node)
+                return self._node_info(session, principal, node)
             ancestor: Node | None = target
             while ancestor is not None:
                 if ancestor.id == node.id:
@@ -322,9 +318,10 @@ class NodeEdits(TreeAccess):
             node.parent_id = target.id
             moved_chunks = self._change_kb(session, node, new_kb) if old_kb != new_kb else []
             self._relabel(session, node)
+            info = self._node_info(session, principal, node)
         if moved_chunks:
             self._carry_chunks(moved_chunks, old_kb, new_kb)
-        return NodeInfo.of(node)
+        return info
 
     def _carry_chunks(self, chunks: list[tuple[int, str]], old_kb: str, new_kb: str) -> None:
         """Both lanes filter on each chunk's knowledge base, and may keep it outside the store

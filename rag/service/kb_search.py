@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
-from rag.errors import InvalidArgument, NotFound, PermissionDenied, RagError, Unavailable
+from rag.errors import InvalidArgument, NotFound, RagError, Unavailable
 from rag.retrieve.types import Hit, Scope
 from rag.service.checks import int_arg, name_key
-from rag.service.principal import ACCESS_ALL, ACCESS_FOLDERS, SCOPE_READ, Principal
+from rag.service.principal import ACCESS_FOLDERS, Principal
 from rag.service.tree import TreeAccess
 from rag.store.models import DOCUMENT, KnowledgeBase
 
@@ -68,9 +68,7 @@ class KnowledgeBaseSearchMixin(TreeAccess):
                 raise InvalidArgument(QUERY_REQUIRED)
             query = self._check_query(query)
             acting = principal.in_workspace(self._pick_workspace(principal, workspace_id))
-            if SCOPE_READ not in acting.scopes:
-                raise PermissionDenied("this needs the knowledge:read scope")
-            self._require_role(acting, "viewer")
+            self._reader(acting)  # no knowledge-base access fails, as every node tool does
             k = int_arg(top_k, "top_k", 1, TOP_K_MAX, default=TOP_K_DEFAULT)
             result = self._search_workspace(acting, query, kb_id, k)
         except RagError as exc:
@@ -117,8 +115,6 @@ class KnowledgeBaseSearchMixin(TreeAccess):
                     kbs = [kb for kb in kbs if kb.id in {r.kb_id for r in roots}]
                     rows = self._subtree(session, [r.id for r in roots])
                     documents = frozenset(r.id for r in rows if r.kind == DOCUMENT)
-                elif principal.access != ACCESS_ALL:
-                    kbs = []
         except SQLAlchemyError as exc:
             log.exception("listing the knowledge bases failed")
             raise Unavailable(UNREACHABLE) from exc
@@ -129,7 +125,9 @@ class KnowledgeBaseSearchMixin(TreeAccess):
                 raise NotFound("knowledge base not found")
         for kb in kbs:
             try:
-                result.hits += self.retriever.retrieve(query, Scope(principal.workspace_id, (kb.id,), documents), k)
+                result.hits += self._shown_hits(
+                    principal, self.retriever.retrieve(query, Scope(principal.workspace_id, (kb.id,), documents), k)
+                )
             except Exception:  # noqa: BLE001 - the document's rule: skip it, log it, go on with the others
                 log.exception("knowledge base %s failed during search_knowledge_base; skipped", kb.id)
                 result.failed_knowledge_bases.append({"id": kb.id, "name": kb.name})

@@ -13,8 +13,8 @@ from sqlalchemy import func, select, update
 
 from rag.errors import InvalidArgument, NotFound
 from rag.service.activity import recorded
-from rag.service.checks import MAX_NAME_CHARS, int_arg, text_arg
-from rag.service.principal import ACCESS_ALL, ACCESS_FOLDERS, Principal
+from rag.service.checks import MAX_NAME_CHARS, int_arg, is_id, text_arg
+from rag.service.principal import Principal
 from rag.service.tree import NOT_FOUND, TreeAccess
 from rag.service.views import (
     CurrentNode,
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from rag.retrieve.types import Scope
 
 log = logging.getLogger(__name__)
-
-MAX_NODE_ID_CHARS = 200  # far above our ids; a longer value is not an id from this service
 
 MAX_TREE_NODES = 10_000  # a larger tree is cut, breadth first, and says so with `truncated`
 # The `limit` bounds of search_documents and search_nodes_by_name (the MCP schemas state them too).
@@ -88,8 +86,9 @@ class NodeReads(TreeAccess):
                 .execution_options(synchronize_session=False)
             )
             count = session.scalar(select(Node.citation_count).where(Node.id == node.id))
+            parent_id = self._shown_parent(session, principal, node)
         return DocumentView(
-            node.id, node.name, node.parent_id, node.kb_id, node.summary, node.meta, version.number, version.body,
+            node.id, node.name, parent_id, node.kb_id, node.summary, node.meta, version.number, version.body,
             version.published_at, node.updated_at, int(count or 0),
         )
 
@@ -173,8 +172,8 @@ class NodeReads(TreeAccess):
             for node in session.scalars(stmt):
                 if visible is not None and node.id not in visible:
                     continue
-                found.append(NamedNode(node.id, node.name, node.kind, node.parent_id, node.kb_id,
-                                       self._path_label(session, node)))
+                found.append(NamedNode(node.id, node.name, node.kind, self._shown_parent(session, principal, node),
+                                       node.kb_id, self._shown_path(session, principal, node)))
                 if len(found) == limit:
                     break
         return found
@@ -184,7 +183,7 @@ class NodeReads(TreeAccess):
         """The caller's top-level nodes: each knowledge base's root folder under All access, its own
         folders under folder access, an empty list without access (this one never refuses)."""
         with self.db.session() as session:
-            return [NodeInfo.of(node) for node in self._roots(session, principal)]
+            return [self._node_info(session, principal, node) for node in self._roots(session, principal)]
 
     @recorded("get_current_node")
     def get_current_node(self, principal: Principal, node_id: object = None) -> CurrentNode:
@@ -192,6 +191,6 @@ class NodeReads(TreeAccess):
         there is none. knowledge_base_mcp_server.md: conversation context, not an access-scoped
         lookup; it never fails and never enforces scope, so the id may be one the caller cannot
         read (reading it then says "not found", as for any id)."""
-        if not isinstance(node_id, str) or not node_id.strip() or len(node_id) > MAX_NODE_ID_CHARS:
+        if not isinstance(node_id, str) or not is_id(node_id.strip()):  # bounded, printable: else none
             return CurrentNode(None)
         return CurrentNode(node_id.strip())

@@ -20,7 +20,7 @@ from sqlalchemy import func, insert, select
 
 from rag.errors import Unavailable
 from rag.ingest.chunk import Chunker, ChunkSpec
-from rag.models.embed import Embedder
+from rag.models.embed import Embedder, bulk_embedding
 from rag.retrieve.keyword import KeywordLane
 from rag.retrieve.vector import ChromaVectorLane
 from rag.store.db import Database
@@ -41,9 +41,19 @@ Progress = Callable[[int, int], None]  # (chunks done, chunks in all)
 
 
 def lock_nodes(session, node_ids: Sequence[str]) -> None:
-    """Serialise writers of these documents: a PostgreSQL row lock until the transaction ends,
-    taken in id order so concurrent writers cannot deadlock (SQLite writers are serialised by the
-    database itself). NO KEY UPDATE, so inserting rows that refer to them is not blocked."""
+    """Serialise writers of these documents until the transaction ends, so that what the caller
+    reads next (the newest version number, the live version) stays true until it commits.
+
+    PostgreSQL: a row lock, taken in id order so concurrent writers cannot deadlock; NO KEY UPDATE,
+    so inserting rows that refer to them is not blocked. SQLite has no row locks and Python's
+    driver starts a transaction only at the first write, so two writers could both read version
+    N and both insert N + 1 (a UNIQUE violation): the transaction takes SQLite's write lock now
+    (BEGIN IMMEDIATE), which serialises it against every other writer, this process's or not."""
+    if session.get_bind().dialect.name == "sqlite":
+        driver = session.connection().connection.driver_connection
+        if not driver.in_transaction:  # one that has written already holds the write lock
+            driver.execute("BEGIN IMMEDIATE")
+        return
     session.execute(
         select(Node.id).where(Node.id.in_(sorted(set(node_ids)))).order_by(Node.id).with_for_update(key_share=True)
     )
@@ -98,6 +108,8 @@ class Publisher:
         self._embedder = embedder
         self._vector = vector
         self.keyword = keyword
+        if hasattr(keyword, "attach"):  # an index outside the store rebuilds itself from the chunks when damaged
+            keyword.attach(self.indexed_rows)
         self.contextual = contextual_headings
         self.batch_chunks = batch_chunks
 
@@ -189,7 +201,9 @@ class Publisher:
         rows: list[dict] = []
         vectors_written = False
         try:
-            vectors = self._embedder().embed(texts) if texts else np.zeros((0, 1), dtype=np.float32)
+            # Background work: the model serves waiting queries between small slices of it.
+            with bulk_embedding():
+                vectors = self._embedder().embed(texts) if texts else np.zeros((0, 1), dtype=np.float32)
             rows = [
                 {
                     "version_id": p.version_id,
@@ -219,15 +233,24 @@ class Publisher:
                 vectors_written = True
                 self._vector().add(ids, vectors, [r["kb_id"] for r in rows], [r["node_id"] for r in rows])
             return self._flip(claim, [p.version_id for p in group])
-        except BaseException:
-            log.exception("publishing failed; the versions go back to draft (or archived, for a rollback)")
+        except BaseException as exc:
             version_ids = [p.version_id for p in group]
+            # A backend that is down (the Chroma server, a remote embedding model) is not a failed
+            # publish: on PostgreSQL the jobs stay `publishing` and the publish workers, which poll
+            # for unclaimed jobs, retry them until it is back. Elsewhere no worker would.
+            retry = isinstance(exc, Unavailable) and self.db.dialect == "postgresql"
+            if retry:
+                log.warning("publishing waits for a backend that is down; the versions stay publishing: %s", exc)
+            else:
+                log.exception("publishing failed; the versions go back to draft (or archived, for a rollback)")
             if vectors_written and ids:
                 self._safe_vector_delete(list(zip(ids, [r["kb_id"] for r in rows])))
             if ids:
                 self._safe_keyword_delete(ids)
             self._drop_chunks_of(version_ids)
             claim.rollback()  # the flip may have failed half way (or been chosen as a deadlock's victim)
+            if retry:
+                raise
             for version in claim.scalars(
                 select(DocumentVersion).where(DocumentVersion.id.in_(version_ids), DocumentVersion.status == PUBLISHING)
             ):
@@ -347,7 +370,8 @@ class Publisher:
 
     def reconcile_keyword(self) -> int:
         """Rebuild the keyword index when it does not hold exactly the chunks (tantivy lives outside
-        the store's transactions; either engine is empty after a switch from the other).
+        the store's transactions; either engine is empty after a switch from the other; a damaged
+        tantivy index was set aside and reads as empty).
 
         Returns the chunks written (0 when it was whole). Needs no embedding: seconds at 100,000."""
         if not hasattr(self.keyword, "rebuild"):
@@ -357,6 +381,8 @@ class Publisher:
             expected = (int(count), int(total))
             present = self.keyword.fingerprint(session)
             if present == expected:
+                if getattr(self.keyword, "stale", False):
+                    self.keyword.stale = False  # a new or reset index that holds exactly the chunks is whole
                 return 0
             log.warning("keyword index holds %d documents for %d chunks; rebuilding it", present[0], expected[0])
             return self.keyword.rebuild(session, self.indexed_rows(session))
@@ -401,7 +427,9 @@ class Publisher:
             for i in range(0, len(missing), self.batch_chunks):
                 part = missing[i:i + self.batch_chunks]
                 texts = [self._indexed_text(r) for r in part]
-                vector.add([r.id for r in part], self._embedder().embed(texts), [kb_id] * len(part), [r.node_id for r in part])
+                with bulk_embedding():
+                    vectors = self._embedder().embed(texts)
+                vector.add([r.id for r in part], vectors, [kb_id] * len(part), [r.node_id for r in part])
             repaired += len(missing) + len(extra)
         return repaired
 

@@ -9,17 +9,19 @@ all, or selected folders; an agent's token starts with none unless told, a perso
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Iterable
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from rag.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from rag.service.activity import recorded
-from rag.service.checks import int_arg, name_key
+from rag.service.checks import MAX_NAME_CHARS, encodable, id_arg, int_arg, name_arg, name_key
 from rag.service.principal import (
     ACCESS_ALL,
     ACCESS_FOLDERS,
@@ -29,6 +31,7 @@ from rag.service.principal import (
     SCOPE_READ,
     SCOPES,
     Principal,
+    Standing,
 )
 from rag.service.views import View
 from rag.store.models import (
@@ -47,8 +50,11 @@ if TYPE_CHECKING:
     from rag.settings import Settings
     from rag.store.db import Database
 
+log = logging.getLogger(__name__)
+
 TOKEN_PREFIX = "rag_"
 INVALID_TOKEN = "invalid or expired token"
+ONE_AUTHORIZATION = "send one Authorization header, not several"  # which would count? neither
 MAX_EXPIRY_DAYS = 3650
 LAST_USED_EVERY = timedelta(minutes=1)  # last_used_at is a hint, not worth a write per request
 
@@ -79,6 +85,7 @@ class TokenInfo(View):
     expires_at: datetime | None
     revoked_at: datetime | None
     last_used_at: datetime | None
+    home_only: bool = False  # acts in its home workspace only (made by a workspace's admin)
 
     @property
     def active(self) -> bool:
@@ -118,7 +125,7 @@ class TokenMixin:
         actor = self._admin(by, workspace)  # before the workspace is made: a caller may not make one
         self.ensure_workspace(workspace)
         return self._create_token(actor, workspace, role, scopes, access, folders, agent,
-                                  expires_days, name, principal_id)
+                                  expires_days, name, principal_id, by is None)
 
     def list_tokens(self, workspace: str | None = None, by: Principal | None = None) -> list[TokenInfo]:
         """Every token (of one workspace), newest first, revoked and expired ones included."""
@@ -128,10 +135,11 @@ class TokenMixin:
 
     def revoke_token(self, token_id: str, by: Principal | None = None) -> TokenInfo:
         """Revoke a token for good; revoking it again changes nothing."""
+        token_id = id_arg(token_id, "token_id", "token not found")
         with self.db.session() as session:
-            token = session.get(ApiToken, token_id) if isinstance(token_id, str) else None
+            token = session.get(ApiToken, token_id)
             workspace = token.workspace_id if token is not None else None
-        if by is not None and (workspace is None or workspace not in by.workspaces):
+        if by is not None and workspace != by.workspace_id:
             raise NotFound("token not found")  # a token of another workspace is none of the caller's business
         return self._revoke_token(self._admin(by, workspace), token_id)
 
@@ -151,9 +159,12 @@ class TokenMixin:
             )}
             if who is None or token.workspace_id not in roles:
                 raise Unauthenticated(INVALID_TOKEN)
-            if token.last_used_at is None or now - _aware(token.last_used_at) > LAST_USED_EVERY:
-                token.last_used_at = now
-            return Principal(
+            stale = token.last_used_at is None or now - _aware(token.last_used_at) > LAST_USED_EVERY
+            if token.home_only:
+                roles = {token.workspace_id: roles[token.workspace_id]}
+            standings = self._standings(session, token.principal_id, roles, token.workspace_id, now)
+            token_id = token.id
+            principal = Principal(
                 actor=f"{who.kind}:{who.name} ({who.id})"[:200],
                 workspace_id=token.workspace_id,
                 role=roles[token.workspace_id],
@@ -162,9 +173,47 @@ class TokenMixin:
                 folder_ids=tuple(token.folder_ids),
                 is_agent=who.kind == AGENT,
                 memberships=tuple(sorted(roles.items())),
+                standings=standings,
                 token_id=token.id,
                 principal_id=who.id,
             )
+        if stale:
+            self._touch(token_id, now)
+        return principal
+
+    def _touch(self, token_id: str, now: datetime) -> None:
+        """last_used_at is a hint: failing to write it (a full disk, a busy store) must not fail a read."""
+        try:
+            with self.db.session() as session:
+                session.execute(update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=now))
+        except Exception:  # noqa: BLE001
+            log.warning("could not record when token %s was last used", token_id, exc_info=True)
+
+    @staticmethod
+    def _standings(session: Session, principal_id: str, roles: dict[str, str], home: str,
+                   now: datetime) -> tuple[tuple[str, Standing], ...]:
+        """The principal's standing in each of its other workspaces: the role of its membership
+        and the union of what its active tokens for that workspace grant."""
+        others = [ws for ws in roles if ws != home]
+        if not others:
+            return ()
+        grants: dict[str, list[ApiToken]] = {ws: [] for ws in others}
+        for token in session.scalars(select(ApiToken).where(
+            ApiToken.principal_id == principal_id, ApiToken.workspace_id.in_(others), ApiToken.revoked_at.is_(None)
+        )):
+            if token.expires_at is None or _aware(token.expires_at) > now:
+                grants[token.workspace_id].append(token)
+        standings = []
+        for ws in sorted(others):
+            tokens = grants[ws]
+            scopes = frozenset(scope for t in tokens for scope in t.scopes)
+            if any(t.access == ACCESS_ALL for t in tokens):
+                access, folders = ACCESS_ALL, ()
+            else:
+                folders = tuple(dict.fromkeys(f for t in tokens if t.access == ACCESS_FOLDERS for f in t.folder_ids))
+                access = ACCESS_FOLDERS if folders else ACCESS_NONE
+            standings.append((ws, Standing(roles[ws], scopes, access, folders)))
+        return tuple(standings)
 
     # ----- the recorded bodies -----
 
@@ -174,9 +223,9 @@ class TokenMixin:
             return Principal.local_admin(workspace or self.settings.default_workspace)
         if by.is_agent:
             raise PermissionDenied("tokens are managed by people who are admins, never by agents")
-        if by.access != ACCESS_ALL:  # else a folder-scoped admin could mint itself a wider token
-            raise PermissionDenied("managing tokens needs knowledge-base access all")
         acting = by.in_workspace(workspace) if workspace else by
+        if acting.access != ACCESS_ALL:  # else a folder-scoped admin could mint itself a wider token
+            raise PermissionDenied("managing tokens needs knowledge-base access all")
         self._require_role(acting, "admin")
         return acting
 
@@ -184,7 +233,10 @@ class TokenMixin:
               after=lambda made: {"created_token": made[1].token_id})
     def _create_token(self, actor: Principal, workspace: str, role: str, scopes: Iterable[str], access: str | None,
                       folders: Iterable[str], agent: bool, expires_days: int | None, name: str | None,
-                      principal_id: str | None) -> tuple[str, TokenInfo]:
+                      principal_id: str | None, any_principal: bool = False) -> tuple[str, TokenInfo]:
+        """`any_principal`: the local administrator may add any principal to a workspace; an admin
+        who is a token holder only makes tokens for members of its own workspace, and any other
+        principal id answers as an unknown one does."""
         if role not in ROLES:
             raise InvalidArgument("`role` must be viewer, editor or admin")
         granted = self._scopes(scopes)
@@ -197,9 +249,15 @@ class TokenMixin:
         days = None if expires_days is None else int_arg(expires_days, "expires_days", 1, MAX_EXPIRY_DAYS)
         if name is not None and (not isinstance(name, str) or not name.strip() or len(name) > 200):
             raise InvalidArgument("`name` must be 1 to 200 characters")
+        if name is not None:
+            name = name_arg(name, "token")  # it becomes the actor's name in the activity history
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
         with self.db.session() as session:
             folder_ids = list(dict.fromkeys(self._resolve_folder(session, workspace, s) for s in folder_specs))
+            if principal_id is not None:
+                principal_id = id_arg(principal_id, "principal_id", "principal not found")
+                if not any_principal and session.get(Membership, (principal_id, workspace)) is None:
+                    raise NotFound("principal not found")
             who = self._principal_record(session, principal_id, agent, name)
             membership = session.get(Membership, (who.id, workspace))
             if membership is None:
@@ -208,7 +266,7 @@ class TokenMixin:
                 membership.role = role
             token = ApiToken(
                 principal_id=who.id, workspace_id=workspace, secret_hash=_hash(secret), scopes=granted,
-                access=access, folder_ids=folder_ids,
+                access=access, folder_ids=folder_ids, home_only=not any_principal,
                 expires_at=utcnow() + timedelta(days=days) if days else None,
             )
             session.add(token)
@@ -245,6 +303,8 @@ class TokenMixin:
         if not isinstance(spec, str) or not spec.strip():
             raise InvalidArgument("a folder must be a node id or a path")
         spec = spec.strip()
+        if len(spec) > 4 * MAX_NAME_CHARS or not encodable(spec) or any(unicodedata.category(c) == "Cc" for c in spec):
+            raise NotFound(f"folder not found in workspace {workspace!r}")  # no stored folder has such a path
         node = session.get(Node, spec)
         if node is not None and node.workspace_id == workspace:
             if node.kind != FOLDER:
@@ -294,4 +354,5 @@ class TokenMixin:
         return TokenInfo(
             token.id, who.id, who.name, who.kind, token.workspace_id, role, list(token.scopes), token.access,
             list(token.folder_ids), token.created_at, token.expires_at, token.revoked_at, token.last_used_at,
+            bool(token.home_only),
         )

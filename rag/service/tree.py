@@ -7,14 +7,17 @@ tells the three apart.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from rag.errors import InvalidArgument, NotFound, PermissionDenied
-from rag.service.checks import name_key
+from rag.retrieve.types import Hit
+from rag.service.checks import id_arg, name_key
 from rag.service.principal import ACCESS_ALL, ACCESS_FOLDERS, SCOPE_READ, Principal
+from rag.service.views import NodeInfo
 from rag.store.models import DRAFT, FOLDER, PUBLISHED, DocumentVersion, KnowledgeBase, Node
 
 if TYPE_CHECKING:
@@ -23,6 +26,8 @@ if TYPE_CHECKING:
 
 NOT_FOUND = "not found"
 NO_ACCESS = "no knowledge base access"
+ROOT_FIXED = "the root folder of a knowledge base cannot be renamed, moved or deleted"
+SCOPE_ROOT_FIXED = "a folder this token was given cannot be renamed, moved or deleted"
 
 
 class TreeRow(NamedTuple):
@@ -62,8 +67,7 @@ class TreeAccess:
     # ----- finding nodes -----
 
     def _node(self, session: Session, principal: Principal, node_id: object, arg: str = "node_id") -> Node:
-        if not isinstance(node_id, str) or not node_id.strip():
-            raise InvalidArgument(f"`{arg}` must be a non-empty string")
+        node_id = id_arg(node_id, arg, NOT_FOUND)  # an impossible id is "not found" before any look-up
         node = session.get(Node, node_id)
         if node is None or node.workspace_id != principal.workspace_id or not self._visible(session, principal, node):
             raise NotFound(NOT_FOUND)
@@ -145,6 +149,91 @@ class TreeAccess:
             return None
         roots = self._roots(session, principal)
         return {node.id for node in roots} | {row.id for row in self._subtree(session, [n.id for n in roots])}
+
+    # ----- what a caller is shown of a node's surroundings -----
+
+    def _shown_parent(self, session: Session, principal: Principal, node: Node) -> str | None:
+        """The parent's id, or None when the parent is outside the caller's folders: a folder-scoped
+        caller's own folders are its roots, and what holds them does not exist for it."""
+        if node.parent_id is None or principal.access == ACCESS_ALL:
+            return node.parent_id
+        parent = session.get(Node, node.parent_id)
+        return node.parent_id if parent is not None and self._visible(session, principal, parent) else None
+
+    def _shown_path(self, session: Session, principal: Principal, node: Node) -> str:
+        """The node's path from the top of what the caller sees: the knowledge base's root under All
+        access, the caller's own folder under folder access."""
+        parts = []
+        current: Node | None = node
+        while current is not None:
+            parts.append(current.name)
+            parent_id = self._shown_parent(session, principal, current)
+            current = session.get(Node, parent_id) if parent_id else None
+        return "/".join(reversed(parts))
+
+    def _shown_hits(self, principal: Principal, hits: list[Hit]) -> list[Hit]:
+        """Search hits as a folder-scoped caller sees them. A source label (`fs:alpha/inner/x.md`,
+        `kb:KB/alpha/inner/x`) and a file's knowledge id (`fs:ws:KB:alpha/inner/x.md`) spell the path
+        from the knowledge base's root, through folders the caller cannot see: they are cut to start
+        at the caller's folder. A label whose path is not the node's place in the tree (a file moved
+        since it was ingested) is left out; the knowledge id then ends in the node's id."""
+        if principal.access != ACCESS_FOLDERS or not hits:
+            return hits
+        shown: dict[str, tuple[str, str | None]] = {}
+        with self.db.session() as session:
+            for hit in hits:
+                if hit.node_id not in shown:
+                    shown[hit.node_id] = self._scoped_source(session, principal, hit)
+        return [replace(hit, source_id=shown[hit.node_id][0], source=shown[hit.node_id][1]) for hit in hits]
+
+    def _scoped_source(self, session: Session, principal: Principal, hit: Hit) -> tuple[str, str | None]:
+        chain: list[Node] = []
+        current = session.get(Node, hit.node_id)
+        while current is not None:
+            chain.append(current)
+            current = session.get(Node, current.parent_id) if current.parent_id else None
+        chain.reverse()  # the knowledge base's root first, the document last
+        top = next((i for i, node in enumerate(chain) if self._visible(session, principal, node)), len(chain) - 1)
+        hidden = [node.name_key for node in chain[1:top]]
+        visible_names = [node.name for node in chain[top:]]
+
+        def cut(path: str) -> str | None:
+            """The path without the hidden folders, if it spells them (then the visible ones) exactly."""
+            parts = path.split("/")
+            names = [name_key(" ".join(part.split())) for part in parts[:-1]]
+            expected = hidden + [name_key(n) for n in visible_names[:-1]]
+            return "/".join(parts[len(hidden):]) if names == expected else None
+
+        label = hit.source
+        if label is not None:
+            provider, _, path = label.partition(":")
+            if provider == "kb":
+                label = f"kb:{'/'.join(visible_names)}"
+            else:
+                rest = cut(path) if "/" in path else path
+                label = f"{provider}:{rest}" if rest is not None else None
+        source_id = hit.source_id
+        head, sep, item = source_id.rpartition(":")
+        if sep and "/" in item:
+            rest = cut(item)
+            source_id = f"{head}:{rest if rest is not None else hit.node_id}"
+        return source_id, label
+
+    def _node_info(self, session: Session, principal: Principal, node: Node) -> NodeInfo:
+        """A node as the node operations return it: which versions are published and drafted, and
+        the parent only where the caller can see it."""
+        published, draft = self._version_marks(session, [node.id]).get(node.id, (None, None))
+        info = NodeInfo.of(node, published, draft)
+        info.parent_id = self._shown_parent(session, principal, node)
+        return info
+
+    def _require_movable(self, session: Session, principal: Principal, node: Node) -> None:
+        """A knowledge base's root folder stays where it is, and so does each folder a scoped caller
+        was given: renaming or moving one would meet (and so reveal) names outside its scope."""
+        if node.parent_id is None:
+            raise InvalidArgument(ROOT_FIXED)
+        if self._shown_parent(session, principal, node) is None:
+            raise InvalidArgument(SCOPE_ROOT_FIXED)
 
     # ----- details of nodes -----
 

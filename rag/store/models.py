@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     DateTime,
     ForeignKey,
     Index,
@@ -21,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -202,6 +204,8 @@ class ApiToken(Base):
     scopes: Mapped[list[str]] = mapped_column(JSON, default=list)
     access: Mapped[str] = mapped_column(String(16))  # none | all | folders
     folder_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
+    # Made by a workspace's admin over the API: acts in its home workspace only (migration 0006).
+    home_only: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
