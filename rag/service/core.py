@@ -263,7 +263,7 @@ class KnowledgeService(NodeReads, NodeEdits, KnowledgeBaseSearchMixin, TokenMixi
 
     def knowledge_base(self, principal: Principal, name: str, *, create: bool = False) -> KnowledgeBase:
         # A name no knowledge base can have is not looked up (PostgreSQL refuses a NUL in a parameter).
-        name = name_arg(name, "knowledge base") if create else lookup_name_arg(name, f"knowledge base {name!r} not found"[:300])
+        name = name_arg(name, "knowledge base") if create else lookup_name_arg(name, "knowledge base not found")
         self.ensure_workspace(principal.workspace_id)
         with self.db.session() as session:
             kb = session.scalar(

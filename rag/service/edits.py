@@ -143,6 +143,10 @@ class NodeEdits(TreeAccess):
         with self.db.session() as session:
             node = self._typed(session, principal, node_id, DOCUMENT)
             number = int_arg(version_number, "version_number", 1)
+            # The document's lock before its version is read: two requests for one draft would
+            # otherwise both see a draft, and the second would wait, holding the document, on the
+            # version a worker has claimed, while that worker waits for the document (a deadlock).
+            lock_nodes(session, [node.id])
             version = self._version(session, node, number)
             start = version.status not in (PUBLISHING, PUBLISHED)
             if start and version.status != from_status:
