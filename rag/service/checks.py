@@ -130,11 +130,11 @@ def name_arg(value: object, what: str) -> str:
     return name
 
 
-def lookup_name_arg(value: object, not_found: str) -> str:
+def lookup_name_arg(value: object, not_found: str, max_chars: int = MAX_NAME_CHARS) -> str:
     """A name to look up rather than to create (a knowledge base's): one that no stored name can be
     (not a string, too long, a control character, a lone surrogate) answers NotFound(not_found),
     as a name that is not there, before any look-up (PostgreSQL fails on a NUL in a parameter)."""
-    if not isinstance(value, str) or len(value) > MAX_NAME_CHARS or not encodable(value) or any(
+    if not isinstance(value, str) or len(value) > max_chars or not encodable(value) or any(
         unicodedata.category(ch) == "Cc" for ch in value.strip()
     ):
         raise NotFound(not_found)

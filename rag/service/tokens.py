@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Iterable
@@ -21,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from rag.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from rag.service.activity import recorded
-from rag.service.checks import MAX_NAME_CHARS, encodable, id_arg, int_arg, name_arg, name_key
+from rag.service.checks import MAX_NAME_CHARS, id_arg, int_arg, lookup_name_arg, name_arg, name_key
 from rag.service.principal import (
     ACCESS_ALL,
     ACCESS_FOLDERS,
@@ -163,7 +162,6 @@ class TokenMixin:
             if token.home_only:
                 roles = {token.workspace_id: roles[token.workspace_id]}
             standings = self._standings(session, token.principal_id, roles, token.workspace_id, now)
-            token_id = token.id
             principal = Principal(
                 actor=f"{who.kind}:{who.name} ({who.id})"[:200],
                 workspace_id=token.workspace_id,
@@ -178,7 +176,7 @@ class TokenMixin:
                 principal_id=who.id,
             )
         if stale:
-            self._touch(token_id, now)
+            self._touch(principal.token_id, now)
         return principal
 
     def _touch(self, token_id: str, now: datetime) -> None:
@@ -303,8 +301,8 @@ class TokenMixin:
         if not isinstance(spec, str) or not spec.strip():
             raise InvalidArgument("a folder must be a node id or a path")
         spec = spec.strip()
-        if len(spec) > 4 * MAX_NAME_CHARS or not encodable(spec) or any(unicodedata.category(c) == "Cc" for c in spec):
-            raise NotFound(f"folder not found in workspace {workspace!r}")  # no stored folder has such a path
+        # No stored folder has a path that no name can spell: not found, before any look-up.
+        lookup_name_arg(spec, f"folder not found in workspace {workspace!r}", max_chars=4 * MAX_NAME_CHARS)
         node = session.get(Node, spec)
         if node is not None and node.workspace_id == workspace:
             if node.kind != FOLDER:
