@@ -39,10 +39,6 @@ class Unauthenticated(PermissionDenied):
     code = "unauthenticated"
 
 
-class Conflict(RagError):
-    code = "conflict"
-
-
 class StoreLocked(RagError):
     """The embedded store belongs to another process."""
 

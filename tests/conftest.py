@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -124,6 +125,22 @@ def handbook_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 def handbook(handbook_settings: Settings):
     with KnowledgeService(handbook_settings, writer=False) as service:
         yield service
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Every litellm.completion call's arguments; the real litellm answers with the mock response."""
+    import litellm
+
+    original = litellm.completion
+    seen: list[dict[str, Any]] = []
+
+    def completion(**kwargs: Any) -> Any:
+        seen.append(kwargs)
+        return original(**kwargs)
+
+    monkeypatch.setattr(litellm, "completion", completion)
+    return seen
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import pytest
 from rag.settings import LLMSettings, Settings
 
 from .api_support import LEAVE_QUESTION, live_api, sse_events
-from .test_ask import calls  # noqa: F401 - the fixture: every litellm.completion call's arguments
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*ReadOnly. qualifier:UserWarning")
 

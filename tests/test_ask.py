@@ -4,10 +4,8 @@ response), abstention, prompt injection, failures, conversations, and the extrac
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
-import litellm
 import pytest
 
 from rag.errors import InvalidArgument, Unavailable
@@ -19,20 +17,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*ReadOnly. qualifier:UserWarnin
 
 READER = Principal.local_admin("default")
 LEAVE_QUESTION = "How much annual leave do I earn each pay period?"
-
-
-@pytest.fixture
-def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """Every litellm.completion call's arguments; the real litellm answers with the mock response."""
-    original = litellm.completion
-    seen: list[dict[str, Any]] = []
-
-    def completion(**kwargs: Any) -> Any:
-        seen.append(kwargs)
-        return original(**kwargs)
-
-    monkeypatch.setattr(litellm, "completion", completion)
-    return seen
 
 
 def with_model(settings: Settings, reply: str, **llm: Any) -> KnowledgeService:

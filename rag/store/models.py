@@ -33,7 +33,6 @@ DRAFT = "draft"
 PUBLISHING = "publishing"
 PUBLISHED = "published"
 ARCHIVED = "archived"
-VERSION_STATUSES = (DRAFT, PUBLISHING, PUBLISHED, ARCHIVED)
 
 ORIGIN_INGEST = "ingest"
 ORIGIN_API = "api"
