@@ -178,25 +178,46 @@ def test_a_folder_scoped_token_sees_nothing_outside_its_folders(api):
 
 
 def test_bad_management_input(api):
+    """Bounds, blanks and missing arguments are the service's to answer (400, its message, as over
+    MCP); FastAPI answers only what is not of the request's shape (422: an unknown field, a value
+    of the wrong JSON type), naming the field."""
     with api.client("admin") as admin:
         doc = node_named(admin, "Leave types")["node_id"]
         cases = [
-            (admin.get(f"/v1/documents/{doc}/versions/0"), 422, "version_number"),
-            (admin.get(f"/v1/documents/{doc}/versions/abc"), 422, "version_number"),
-            (admin.get("/v1/nodes/search", params={"query": "a", "limit": 101}), 422, "limit"),
-            (admin.get("/v1/nodes/search"), 422, "query"),
-            (admin.get("/v1/activity", params={"limit": 0}), 422, "limit"),
-            (admin.post("/v1/folders", json={"name": "x", "color": "red"}), 422, "color"),
-            (admin.post("/v1/folders", json={"name": "  "}), 400, None),
-            (admin.put(f"/v1/nodes/{doc}/metadata", json={"metadata": [1, 2]}), 422, "metadata"),
-            (admin.put(f"/v1/nodes/{doc}/metadata", json={"metadata": {"k": "v" * 70_000}}), 400, None),
-            (admin.put(f"/v1/nodes/{doc}/summary", json={}), 422, "summary"),
-            (admin.post("/v1/documents", json={"name": "x", "content": 5}), 422, "content"),
+            (admin.get(f"/v1/documents/{doc}/versions/0"), 400, None, "`version_number` must be at least 1"),
+            (admin.get(f"/v1/documents/{doc}/versions/abc"), 422, "version_number",
+             "`version_number` must be an integer"),
+            (admin.get("/v1/nodes/search", params={"query": "a", "limit": 101}), 400, None,
+             "`limit` must be at most 100"),
+            (admin.get("/v1/nodes/search", params={"query": "a", "limit": "ten"}), 422, "limit",
+             "`limit` must be an integer"),
+            (admin.get("/v1/nodes/search"), 400, None, "`query` must be a non-empty string"),
+            (admin.get("/v1/nodes/search", params={"query": "n" * 256}), 400, None,
+             "`query` must be at most 255 characters"),
+            (admin.get("/v1/activity", params={"limit": 0}), 400, None, "`limit` must be at least 1"),
+            (admin.get("/v1/activity", params={"limt": 5}), 422, "limt", "unknown field `limt`"),
+            (admin.post("/v1/folders", json={"name": "x", "color": "red"}), 422, "color", "unknown field `color`"),
+            (admin.post("/v1/folders", json={"name": "  "}), 400, None, "a folder name must be a non-empty string"),
+            (admin.post("/v1/folders", json={}), 400, None, "a folder name must be a non-empty string"),
+            (admin.post("/v1/folders", json=["x"]), 422, None, "the body must be a JSON object"),
+            (admin.put(f"/v1/nodes/{doc}/metadata", json={"metadata": [1, 2]}), 422, "metadata",
+             "`metadata` must be a JSON object"),
+            (admin.put(f"/v1/nodes/{doc}/metadata", json={"metadata": {"k": "v" * 70_000}}), 400, None,
+             "`metadata` must be at most 65536 characters as JSON"),
+            (admin.put(f"/v1/nodes/{doc}/summary", json={}), 400, None, "`summary` is required (null clears it)"),
+            (admin.put(f"/v1/nodes/{doc}/metadata", json={}), 400, None, "`metadata` is required (null clears it)"),
+            (admin.post("/v1/documents", json={"name": "x", "content": 5}), 422, "content", "`content` must be a string"),
+            (admin.get(f"/v1/documents/n_{'0' * 100}"), 404, None, "not found"),  # 64 characters was a 422
+            (admin.delete(f"/v1/tokens/tok_{'0' * 100}"), 404, None, "token not found"),
+            (admin.post("/v1/tokens", json={"role": "owner"}), 400, None, "`role` must be viewer, editor or admin"),
+            (admin.post("/v1/tokens", json={"role": "viewer", "expires_days": 0}), 400, None,
+             "`expires_days` must be at least 1"),
         ]
-    for response, status, param in cases:
+    for response, status, param, message in cases:
         assert response.status_code == status, (response.request.url, response.text)
         error = response.json()["error"]
-        assert error["param"] == param and error["message"] and "Traceback" not in response.text
+        assert (error["param"], error["message"]) == (param, message), (response.request.url, error)
+        assert "Traceback" not in response.text
 
 
 def test_ask_and_search_are_recorded_without_their_text(api):

@@ -26,6 +26,7 @@ def test_health_reports_each_part_without_a_token(api):
         "status": "ok", "synthesizer": "extractive",
         "store": {"ok": True, "engine": "sqlite"},
         "vector": {"ok": True, "engine": "chroma embedded"},
+        "text": {"ok": True, "engine": "tantivy"},
         "model": {"ok": True, "engine": "local:all-MiniLM-L6-v2"},
         "writes": {"ok": True, "engine": "sqlite"},
     }
@@ -91,20 +92,21 @@ SECRET_QUERY = "zebra-7731 confidential payroll"
 
 @pytest.mark.parametrize("body, status, message", [
     ({"query": "   "}, 400, "`query` must be a non-empty string"),
-    ({"query": ""}, 422, "`query` must be a non-empty string"),
-    ({}, 422, "`query` must be a non-empty string"),
-    ({"query": None}, 422, "`query` must be a non-empty string"),
-    ({"query": 12}, 422, "`query` must be a non-empty string"),
-    ({"query": SECRET_QUERY + "x" * 4000}, 422, "`query`: String should have at most 4000 characters"),
+    ({"query": ""}, 400, "`query` must be a non-empty string"),
+    ({}, 400, "`query` must be a non-empty string"),
+    ({"query": None}, 400, "`query` must be a non-empty string"),
+    ({"query": 12}, 422, "`query` must be a string"),
+    ({"query": SECRET_QUERY + "x" * 4000}, 400, "`query` must be at most 4000 characters"),
     ({"query": SECRET_QUERY, "lmit": 3}, 422, "unknown field `lmit`"),
-    ({"query": SECRET_QUERY, "kb": 7}, 422, "`kb`: Input should be a valid string"),
+    ({"query": SECRET_QUERY, "kb": 7}, 422, "`kb` must be a string"),
+    ({"query": SECRET_QUERY, "kb": "k" * 300}, 404, "knowledge base not found"),
 ])
 def test_bad_search_input_is_a_clear_4xx(api, body, status, message):
     with api.client("viewer") as client:
         response = client.post("/v1/search", json=body)
     assert response.status_code == status, response.text
     error = response.json()["error"]
-    assert error["message"] == message and error["type"] == "invalid_request_error"
+    assert error["message"] == message and error["type"] in ("invalid_request_error", "not_found_error")
     assert "zebra" not in response.text and "Traceback" not in response.text
 
 
@@ -176,9 +178,15 @@ def test_ask_refuses_bad_input_before_streaming(api):
         blank = client.post("/v1/ask", json={"query": " ", "stream": True})
         history = client.post("/v1/ask", json={"query": "and sick leave?", "history": [{"role": "robot", "content": "x"}]})
         too_long = client.post("/v1/ask", json={"query": "x", "history": [{"role": "user", "content": "y" * 40_001}]})
+        too_many = client.post("/v1/ask", json={"query": "x", "history": [{"role": "user", "content": "y"}] * 51})
+        not_a_list = client.post("/v1/ask", json={"query": "x", "history": {"role": "user"}})
     assert blank.status_code == 400 and blank.headers["content-type"] == "application/json"
-    assert history.status_code == 422 and history.json()["error"]["param"] == "history.0.role"
+    assert history.status_code == 400
+    assert history.json()["error"]["message"] == "`history[0].role` must be one of user, assistant, system"
     assert too_long.status_code == 400 and "at most 40000 characters" in too_long.json()["error"]["message"]
+    assert too_many.status_code == 400
+    assert too_many.json()["error"]["message"] == "`history` may hold at most 50 messages"
+    assert not_a_list.status_code == 422 and not_a_list.json()["error"]["message"] == "`history` must be an array"
 
 
 def test_a_conversation_rewrites_the_follow_up(api):

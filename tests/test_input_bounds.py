@@ -15,10 +15,18 @@ import pytest
 from sqlalchemy import func, select
 
 from rag.errors import InvalidArgument, NotFound
+from rag.mcp.tools_knowledge import TOOL_FAILED
+from rag.service.arguments import (
+    ACTIVITY,
+    CREATE_TOKEN,
+    GET_DOCUMENT_VERSION,
+    SEARCH_DOCUMENTS,
+    SEARCH_KNOWLEDGE_BASE,
+    SEARCH_NODES_BY_NAME,
+)
 from rag.service import KnowledgeService
 from rag.service.activity import INVALID_TARGET, MAX_TARGET_CHARS
 from rag.service.checks import MAX_INT
-from rag.service.transfer import export_archive
 from rag.store.models import Activity
 
 from .api_support import live_api
@@ -63,7 +71,7 @@ def test_hostile_ids_stay_out_of_the_history_and_an_export_always_imports(svc, a
     assert doc.node_id in targets and not any("\x00" in t or "\x1b" in t or "\u202e" in t for t in targets)
 
     archive = tmp_path / "store.jsonl"
-    export_archive(svc, admin, archive)
+    svc.export_archive(admin, archive)
     env = {**os.environ, "RAG_HOME": str(tmp_path / "empty")}
     loaded = subprocess.run([sys.executable, "-m", "rag.cli", "import", str(archive)], capture_output=True,
                             text=True, env=env, timeout=600, check=False)
@@ -179,16 +187,22 @@ def error_of(response: httpx.Response) -> dict:
     return body["error"]
 
 
-def test_http_version_numbers_beyond_the_bound_are_422(api):
+def test_http_version_numbers_beyond_the_bound_get_the_service_message(api):
     node = document_id(api)
     with api.client() as http:
         for method, path in (("GET", f"/v1/documents/{node}/versions/9223372036854775808"),
                              ("POST", f"/v1/documents/{node}/versions/9223372036854775808/publish"),
                              ("POST", f"/v1/documents/{node}/versions/{MAX_INT + 1}/rollback")):
             response = http.request(method, path)
-            assert response.status_code == 422, response.text
-            assert error_of(response)["param"] == "version_number"
+            assert response.status_code == 400, response.text
+            assert error_of(response)["message"] == f"`version_number` must be at most {MAX_INT}"
         assert http.get(f"/v1/documents/{node}/versions/{MAX_INT}").status_code == 404
+        not_a_number = http.get(f"/v1/documents/{node}/versions/1e3")  # a type error stays FastAPI's
+        assert not_a_number.status_code == 422
+        assert error_of(not_a_number) | {"type": ""} == {
+            "message": "`version_number` must be an integer", "type": "", "code": "invalid_argument",
+            "param": "version_number",
+        }
 
 
 @pytest.mark.parametrize("body, says", [
@@ -242,8 +256,9 @@ def test_http_hostile_ids_in_paths_and_bodies(api):
         for path in ("/v1/documents/n_%00", "/v1/documents/n_%1B%5B31m", "/v1/folders/n_%E2%80%AE/children"):
             response = http.get(path)
             assert response.status_code == 404 and error_of(response)["message"] == "not found", response.text
-        response = http.post("/v1/folders", json={"name": "x", "parent_id": "n_" + "z" * 300})
-        assert response.status_code == 422 and error_of(response)["param"] == "parent_id"
+        for parent in ("n_" + "z" * 63, "n_" + "z" * 300):  # an id no id can be reads as an unknown one
+            response = http.post("/v1/folders", json={"name": "x", "parent_id": parent})
+            assert response.status_code == 404 and error_of(response)["message"] == "not found", response.text
 
 
 def test_no_row_of_the_history_is_larger_than_the_bound(api):
@@ -253,3 +268,111 @@ def test_no_row_of_the_history_is_larger_than_the_bound(api):
     with api.svc.db.session() as db:
         assert db.scalar(select(func.count()).select_from(Activity)) > 0
     json.dumps(targets)  # every target is plain text
+
+
+# ----- one argument rule, one answer: the same bad input over HTTP and over MCP -----
+
+LONG_NAME = "x" * 256
+
+
+def same_input_cases(node: str, folder: str) -> list[tuple[str, tuple[str, str, dict | None], str, dict]]:
+    """(what is wrong, the HTTP request, the MCP tool and its arguments): each the same call of the
+    same operation with the same bad argument."""
+    short_long, long_id = "n_" + "z" * 63, "n_" + "z" * 199
+    return [
+        ("a 65-character id", ("GET", f"/v1/documents/{short_long}", None), "get_document", {"node_id": short_long}),
+        ("a 201-character id", ("GET", f"/v1/folders/{long_id}/children", None), "list_children",
+         {"parent_id": long_id}),
+        ("a 201-character id in a body", ("POST", f"/v1/nodes/{node}/move", {"parent_id": long_id}), "move_node",
+         {"node_id": node, "parent_id": long_id}),
+        ("a name too long", ("PUT", f"/v1/folders/{folder}/name", {"name": LONG_NAME}), "rename_folder",
+         {"node_id": folder, "name": LONG_NAME}),
+        ("a new name too long", ("POST", "/v1/folders", {"parent_id": folder, "name": LONG_NAME}), "create_folder",
+         {"parent_id": folder, "name": LONG_NAME}),
+        ("a limit above the bound", ("GET", "/v1/nodes/search?query=leave&limit=101", None), "search_nodes_by_name",
+         {"query": "leave", "limit": 101}),
+        ("a limit below the bound", ("GET", "/v1/nodes/search?query=leave&limit=0", None), "search_nodes_by_name",
+         {"query": "leave", "limit": 0}),
+        ("a version number of 0", ("GET", f"/v1/documents/{node}/versions/0", None), "get_document_version",
+         {"node_id": node, "version_number": 0}),
+        ("a version number past 2^31 - 1", ("POST", f"/v1/documents/{node}/versions/{MAX_INT + 1}/publish", None),
+         "publish_document_version", {"node_id": node, "version_number": MAX_INT + 1}),
+        ("a summary too long", ("PUT", f"/v1/nodes/{node}/summary", {"summary": "s" * 4001}), "set_summary",
+         {"node_id": node, "summary": "s" * 4001}),
+        ("a query too long", ("POST", "/v1/search", {"query": "q" * 4001}), "search_knowledge", {"query": "q" * 4001}),
+        ("a blank query", ("POST", "/v1/ask", {"query": "  "}), "ask_knowledge", {"query": "  "}),
+        ("a missing query", ("POST", "/v1/search", {}), "search_knowledge", {}),
+        ("a missing name", ("POST", "/v1/folders", {"parent_id": folder}), "create_folder", {"parent_id": folder}),
+        ("a null name", ("PUT", f"/v1/documents/{node}/name", {"name": None}), "rename_document",
+         {"node_id": node, "name": None}),
+        ("a missing content", ("PUT", f"/v1/documents/{node}/draft", {}), "update_document", {"node_id": node}),
+        ("a missing summary", ("PUT", f"/v1/nodes/{node}/summary", {}), "set_summary", {"node_id": node}),
+        ("a missing query string", ("GET", "/v1/nodes/search", None), "search_nodes_by_name", {}),
+    ]
+
+
+def test_the_same_bad_input_gets_the_same_message_over_http_and_mcp(api):
+    """The surfaces no longer check bounds of their own (rag/service/arguments.py declares them
+    once, and the service checks them): an over-long id, an over-long name, an out-of-range limit or
+    version number, a missing required argument answer alike, in the service's words. Only the
+    prefix search_knowledge's and ask_knowledge's document gives their errors differs."""
+    node = document_id(api)
+    with api.client() as http:
+        folder = next(r for r in http.get("/v1/roots").json() if r["name"] == "default")["node_id"]
+        before = http.get("/v1/tree").json()
+    cases = same_input_cases(node, folder)
+    with api.client() as http:
+        over_http = [http.request(method, path, json=body) for _, (method, path, body), _, _ in cases]
+
+    async def over_mcp() -> list[str]:
+        async with session(api.svc, api.tokens["admin"]) as s:  # the same caller: an admin person
+            return [await s.error(tool, args) for _, _, tool, args in cases]
+
+    for (what, _, tool, _), response, message in zip(cases, over_http, run(over_mcp)):
+        assert response.status_code in (400, 404), (what, response.status_code, response.text)
+        error = error_of(response)
+        assert error["code"] == ("not_found" if response.status_code == 404 else "invalid_argument"), what
+        prefix = TOOL_FAILED if tool in ("search_knowledge", "ask_knowledge") else ""
+        assert message == prefix + error["message"], (what, message, error["message"])
+    with api.client() as http:
+        assert http.get("/v1/tree").json() == before  # nothing was made, renamed or moved
+
+
+def test_the_service_enforces_the_declared_bounds(api):
+    """Every declared bound is the one the service checks: its message names the declared number.
+    (Some of the service's operations still hold their numbers themselves; this keeps them equal.)"""
+    node = document_id(api)
+    integers = [("search_documents", {"query": "leave"}, SEARCH_DOCUMENTS["limit"]),
+                ("search_nodes_by_name", {"query": "leave"}, SEARCH_NODES_BY_NAME["limit"]),
+                ("search_knowledge_base", {"query": "leave"}, SEARCH_KNOWLEDGE_BASE["top_k"]),
+                ("get_document_version", {"node_id": node}, GET_DOCUMENT_VERSION["version_number"])]
+    texts = [(tool, op["query"]) for tool, op in (("search_documents", SEARCH_DOCUMENTS),
+                                                   ("search_knowledge_base", SEARCH_KNOWLEDGE_BASE),
+                                                   ("search_nodes_by_name", SEARCH_NODES_BY_NAME))]
+
+    async def over_mcp() -> list[tuple[str, str]]:
+        said = []
+        async with session(api.svc, api.tokens["admin"]) as s:
+            for tool, args, arg in integers:
+                assert arg.minimum is not None and arg.maximum is not None
+                said.append((await s.error(tool, {**args, arg.name: arg.maximum + 1}),
+                             f"`{arg.name}` must be at most {arg.maximum}"))
+                said.append((await s.error(tool, {**args, arg.name: arg.minimum - 1}),
+                             f"`{arg.name}` must be at least {arg.minimum}"))
+            for tool, arg in texts:
+                assert arg.max_length is not None
+                said.append((await s.error(tool, {arg.name: "q" * (arg.max_length + 1)}),
+                             f"`{arg.name}` must be at most {arg.max_length} characters"))
+        return said
+
+    for message, expected in run(over_mcp):
+        assert message == expected
+    with api.client() as http:
+        days, chars = CREATE_TOKEN["expires_days"].maximum, CREATE_TOKEN["name"].max_length
+        assert days is not None and chars is not None
+        too_many = http.get("/v1/activity", params={"limit": ACTIVITY["limit"].maximum + 1})
+        too_long = http.post("/v1/tokens", json={"role": "viewer", "expires_days": days + 1})
+        long_name = http.post("/v1/tokens", json={"role": "viewer", "name": "n" * (chars + 1)})
+    assert error_of(too_many)["message"] == f"`limit` must be at most {ACTIVITY['limit'].maximum}"
+    assert error_of(too_long)["message"] == f"`expires_days` must be at most {days}"
+    assert error_of(long_name)["message"] == f"`name` must be 1 to {chars} characters"

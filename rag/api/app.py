@@ -20,6 +20,7 @@ from fastapi import Depends, FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import rag
+from rag.api.arguments import required_as_declared
 from rag.api.errors import CatchAll, install_error_handlers
 from rag.api.limits import BodyLimit, known_query_only
 from rag.api.routes import activity, chat, health, knowledge, nodes, tokens, versions
@@ -124,6 +125,7 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
     install_error_handlers(app)
     for module in (health, knowledge, chat, nodes, versions, activity, tokens):
         app.include_router(module.router)
+    app.openapi = lambda: required_as_declared(FastAPI.openapi(app))  # type: ignore[method-assign]
     if mcp_app is not None:
         # `/mcp` itself (what MCP clients are given) and anything below it; the MCP app answers
         # on any path, and a bare mount would redirect `/mcp` to `/mcp/` first.

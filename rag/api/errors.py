@@ -25,7 +25,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from rag.errors import (
     STORAGE_FULL,
     AlreadyExists,
-    Conflict,
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -47,7 +46,6 @@ _STATUS: tuple[tuple[type[RagError], int], ...] = (
     (PermissionDenied, 403),
     (NotFound, 404),
     (AlreadyExists, 409),
-    (Conflict, 409),
     (InvalidArgument, 400),
     (StoreLocked, 503),
     (StorageFull, 507),  # before Unavailable, which it is
@@ -103,13 +101,15 @@ def error_response(status: int, message: str, code: str, param: str | None = Non
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in (
-        (400, "The service refused an argument (a blank query, an archived version, a bad history)."),
+        (400, "The service refused an argument: out of its bounds, blank or missing, or not allowed here (an archived "
+              "version to publish, a document where a folder is needed); the same message as over MCP."),
         (401, "No bearer token, or one that is unknown, revoked or expired."),
         (403, "The token's role, scopes or access do not allow this."),
-        (404, "Missing, or outside the token's access: the two read the same."),
+        (404, "Missing, or outside the token's access: the two read the same (as does an id no id can be)."),
         (409, "A name already taken in the folder, or a concurrent change."),
         (413, "The request body is larger than the limit."),
-        (422, "The request does not match this schema (unknown field, wrong type, out of bounds)."),
+        (422, "The request is not of this schema's shape: a body that is not a JSON object, an unknown field or query "
+              "parameter, a value of the wrong JSON type. Bounds are the service's to check (400)."),
         (503, "A backend (store, vector lane, model) is unavailable."),
         (507, "The store cannot write: its disk is full (reads still work)."),
     )
@@ -123,12 +123,22 @@ def _field(loc: Iterable[Any]) -> str:
     return ".".join(parts)
 
 
+# A value of the wrong JSON type, by pydantic's error type: what it must be instead.
+_MUST_BE = {
+    "string_type": "a string", "string_unicode": "valid Unicode text (it holds a lone surrogate)",
+    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+    "float_type": "a number", "float_parsing": "a number", "bool_type": "a boolean", "bool_parsing": "a boolean",
+    "dict_type": "a JSON object", "model_type": "a JSON object", "model_attributes_type": "a JSON object",
+    "list_type": "an array",
+}
+
+
 def _validation_message(error: dict[str, Any]) -> str:
     """One schema violation in words: the field and the rule, never the value that broke it."""
     field = _field(error.get("loc", ()))
     kind = error.get("type", "")
-    if field == "query" and kind in ("missing", "string_too_short", "string_type"):
-        return "`query` must be a non-empty string"  # the seed documents' message for an empty or missing query
+    if kind in _MUST_BE:
+        return f"`{field}` must be {_MUST_BE[kind]}" if field else f"the body must be {_MUST_BE[kind]}"
     if kind == "extra_forbidden":
         return f"unknown field `{field}`"
     if kind == "missing":

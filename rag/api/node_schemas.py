@@ -2,7 +2,8 @@
 view for (an activity row). The other responses are the service's own views (rag/service/views.py),
 whose `payload()` is what the endpoints return: the same JSON as the MCP tools.
 
-The bounds document rag.service.checks; the service checks every argument again.
+The bodies are built from the operations' declarations (rag/service/arguments.py), as the MCP tools'
+input schemas are: they state the service's bounds, and the service checks them.
 """
 
 from __future__ import annotations
@@ -12,57 +13,25 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from rag.api.schemas import Strict
-from rag.service.checks import MAX_CONTENT_CHARS, MAX_ID_CHARS, MAX_NAME_CHARS, MAX_SUMMARY_CHARS
-
-NAME = Field(min_length=1, max_length=MAX_NAME_CHARS, description="Unique among its siblings, ignoring case.")
-SUMMARY = Field(None, max_length=MAX_SUMMARY_CHARS, description="Descriptive, never indexed; null or blank clears it.")
-METADATA = Field(
-    None, description="A JSON object of at most 64 KiB, stored whole (a full replacement, never a merge); null removes it."
-)
-CONTENT = Field(max_length=MAX_CONTENT_CHARS, description="The Markdown body.")
-PARENT = Field(
-    None, min_length=1, max_length=MAX_ID_CHARS,
-    description="The folder to create it in. Default: the default knowledge base for a person, `Assistant "
-    "Documents` for an agent; a folder-scoped token must name one of its folders.",
+from rag.api.arguments import request_body
+from rag.service.arguments import (
+    CREATE_DOCUMENT,
+    CREATE_FOLDER,
+    MOVE_NODE,
+    RENAME_DOCUMENT,
+    SET_METADATA,
+    SET_SUMMARY,
+    UPDATE_DOCUMENT,
 )
 
-
-class NewFolder(Strict):
-    parent_id: str | None = PARENT
-    name: str = NAME
-    summary: str | None = SUMMARY
-    metadata: dict[str, Any] | None = METADATA
-
-
-class NewDocument(Strict):
-    parent_id: str | None = PARENT
-    name: str = NAME
-    content: str = CONTENT
-    summary: str | None = SUMMARY
-    metadata: dict[str, Any] | None = METADATA
-
-
-class NameBody(Strict):
-    name: str = NAME
-
-
-class ContentBody(Strict):
-    content: str = CONTENT
-
-
-class SummaryBody(Strict):
-    summary: str | None = Field(max_length=MAX_SUMMARY_CHARS, description="The new summary; null or blank clears it.")
-
-
-class MetadataBody(Strict):
-    metadata: dict[str, Any] | None = Field(
-        description="The whole new metadata object (keys left out are removed); null removes it all."
-    )
-
-
-class MoveBody(Strict):
-    parent_id: str = Field(min_length=1, max_length=MAX_ID_CHARS, description="The folder to move it into.")
+NewFolder = request_body("NewFolder", CREATE_FOLDER, "create_folder's arguments.")
+NewDocument = request_body("NewDocument", CREATE_DOCUMENT, "create_document's arguments.")
+NameBody = request_body("NameBody", RENAME_DOCUMENT.only("name"), "The new name (rename_document, rename_folder).")
+ContentBody = request_body("ContentBody", UPDATE_DOCUMENT.only("content"), "The new draft's body (update_document).")
+SummaryBody = request_body("SummaryBody", SET_SUMMARY.only("summary"), "The new summary (set_summary).")
+MetadataBody = request_body("MetadataBody", SET_METADATA.only("metadata"),
+                            "The whole new metadata object: keys left out are removed (set_metadata).")
+MoveBody = request_body("MoveBody", MOVE_NODE.only("parent_id"), "Where to move it (move_node).")
 
 
 class ActivityEntry(BaseModel):

@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag.api.schemas import AnswerSource, Strict
+from rag.api.arguments import Strict
+from rag.api.schemas import AnswerSource
 
 
 class ContentPart(BaseModel):

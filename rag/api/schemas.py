@@ -2,64 +2,23 @@
 search_knowledge and ask_knowledge (knowledge_search_and_ask.txt), plus `kb`, and for ask a
 conversation and streaming.
 
-The bounds here document what the service enforces (its constants, not new numbers); the service
-checks every argument again, so the two cannot disagree on what is accepted.
+The request bodies are built from the operations' declarations (rag/service/arguments.py), as the
+MCP tools' input schemas are; they state the service's bounds and leave the checking to it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from pydantic import BaseModel, Field
 
-from pydantic import BaseModel, ConfigDict, Field
+from rag.api.arguments import request_body
+from rag.service.arguments import ASK, SEARCH
 
-from rag.service.core import MAX_QUERY_CHARS
-from rag.synthesize.conversation import MAX_HISTORY_MESSAGES
-
-QUERY = Field(
-    min_length=1, max_length=MAX_QUERY_CHARS,
-    description=f"The search text or question: a non-blank string of at most {MAX_QUERY_CHARS} characters.",
+SearchRequest = request_body("SearchRequest", SEARCH, "search_knowledge's arguments, and `kb`.")
+AskRequest = request_body(
+    "AskRequest", ASK, "ask_knowledge's arguments, `kb`, a conversation, and streaming.",
+    stream=(bool, Field(False, description="Answer as Server-Sent Events: `delta` events with text, then `sources`, "
+                        "then `done` (or `error`). `Accept: text/event-stream` asks for the same.")),
 )
-KB = Field(
-    None, min_length=1, max_length=255,
-    description="One knowledge base by name (as GET /v1/models lists them; `default` is the default one). "
-    "Default: every knowledge base the token can see.",
-)
-
-
-class Strict(BaseModel):
-    """Unknown fields are refused (422), so a misspelt option never passes silently."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class SearchRequest(Strict):
-    query: str = QUERY
-    # search_knowledge's own rule for odd values: out of range is clamped, non-numeric falls back
-    # to 10. So any JSON value is accepted here, and rag.service.core.clamp_limit reads it.
-    limit: Any = Field(
-        10, description="Maximum results, 1 to 25. Values outside the range are clamped; a non-numeric value "
-        "falls back to the default (10).", examples=[5],
-    )
-    kb: str | None = KB
-
-
-class HistoryMessage(Strict):
-    role: Literal["user", "assistant", "system"]
-    content: str
-
-
-class AskRequest(Strict):
-    query: str = QUERY
-    kb: str | None = KB
-    history: list[HistoryMessage] | None = Field(
-        None, max_length=MAX_HISTORY_MESSAGES,
-        description="The earlier conversation, oldest first; the question is rewritten into a standalone one "
-        "before retrieval. At most 50 messages and 40,000 characters; system messages are ignored.",
-    )
-    stream: bool = Field(
-        False, description="Answer as Server-Sent Events: `delta` events with text, then `sources`, then `done` "
-        "(or `error`). `Accept: text/event-stream` asks for the same.",
-    )
 
 
 class SearchHit(BaseModel):

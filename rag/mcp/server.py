@@ -7,7 +7,9 @@ and returns the structured content with its text block, or a tool error result.
 
 Arguments reach the service exactly as sent: the SDK's own validation is bypassed on purpose, so
 that the documents' rules (clamping, defaults, their own messages) are applied by the service, the
-one place that checks them for every surface.
+one place that checks them for every surface. The input schemas are the declarations of
+rag/service/arguments.py, from which the HTTP API's models are built too, so both surfaces
+document the same bounds and the same bad input gets the same message on both.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 from rag import __version__
-from rag.errors import InvalidArgument
 from rag.mcp.errors import error_result
 from rag.mcp.schemas import output_schema
 from rag.mcp.spec import Call, ToolSpec
@@ -74,9 +75,6 @@ def _sdk_tool(spec: ToolSpec, svc: KnowledgeService, token: str | None) -> Tool:
         try:
             if principal is None:
                 principal = svc.authenticate(token)
-            for name in spec.present:
-                if name not in arguments:
-                    raise InvalidArgument(f"`{name}` is required (null clears it)")
             output = spec.execute(Call(svc, principal, arguments, node))
         except Exception as exc:  # noqa: BLE001 - every failure becomes a tool error result
             return error_result(spec.name, exc, spec.error_prefix)

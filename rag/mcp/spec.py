@@ -8,8 +8,10 @@ documents they implement.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from rag.service.arguments import Operation
 
 if TYPE_CHECKING:
     from rag.service import KnowledgeService, Principal
@@ -63,22 +65,27 @@ class ToolSpec:
     name: str
     title: str
     description: str
-    input_schema: dict[str, Any]
+    # The service operation it runs, with the arguments the tool offers (rag/service/arguments.py):
+    # its declarations are the input schema, as they are the HTTP API's models.
+    operation: Operation
     output_type: Any  # a TypedDict or view dataclass; its JSON schema is the tool's output schema
     hints: Hints
-    # None: the service method of the tool's own name, given the schema's properties as keyword
+    # None: the service method of the tool's own name, given the operation's arguments as keyword
     # arguments (the node tools of knowledge_base_mcp_server.md are named as the service names them).
     run: Callable[[Call], Output] | None = None
     # knowledge_search_and_ask.txt writes its errors as `Tool failed: <message>`.
     error_prefix: str = ""
-    # Arguments where null means "clear it": one left out is refused rather than read as null.
-    present: tuple[str, ...] = field(default=())
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return self.operation.input_schema()
 
     def execute(self, call: Call) -> Output:
+        self.operation.check_present(call.args)
         if self.run is not None:
             return self.run(call)
         method = getattr(call.svc, self.name)
-        result = method(call.principal, **{name: call.arg(name) for name in self.input_schema["properties"]})
+        result = method(call.principal, **{name: call.arg(name) for name in self.operation.names})
         if isinstance(result, list):  # structured content is an object: a list goes under the output's one key
             (key,) = self.output_type.__required_keys__
             return Output.json({key: [item.payload() for item in result]})

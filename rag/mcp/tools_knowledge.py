@@ -4,30 +4,24 @@ HTTP API call, and renders the result the way its own document says."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from rag.mcp.outputs import AskKnowledgeOutput, SearchKnowledgeBaseOutput, SearchKnowledgeOutput
 from rag.mcp.render import ask_knowledge_output, search_knowledge_output
-from rag.mcp.schemas import inputs, lenient, string
 from rag.mcp.spec import READ, Call, Output, ToolSpec
 from rag.render import knowledge_base_search_payload
-from rag.service.core import SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX, clamp_limit
-from rag.service.kb_search import TOP_K_DEFAULT, TOP_K_MAX
+from rag.service.arguments import ASK, SEARCH, SEARCH_KNOWLEDGE_BASE, Operation
 
 TOOL_FAILED = "Tool failed: "
 
-# search_knowledge clamps `limit` and search_knowledge_base refuses a `top_k` out of bounds with its
-# own message: the schemas state the bounds and accept any value, for the service to apply the rule.
-LIMIT = lenient({"type": "number", "minimum": 1, "maximum": SEARCH_LIMIT_MAX}, (
-    f"Maximum results, 1 to {SEARCH_LIMIT_MAX}. Values outside the range are clamped; a non-numeric value falls "
-    f"back to the default ({SEARCH_LIMIT_DEFAULT})."), SEARCH_LIMIT_DEFAULT)
-TOP_K = lenient({"type": "integer", "minimum": 1, "maximum": TOP_K_MAX}, (
-    f"Minimum 1, maximum {TOP_K_MAX}, default {TOP_K_DEFAULT}. The bounds are enforced, not clamped: a value outside "
-    f"1 to {TOP_K_MAX} is refused with a message naming the bound, and 0 is not read as unspecified."), TOP_K_DEFAULT)
+# search_knowledge offers search's query and limit (the HTTP API adds `kb`); ask_knowledge, the query.
+SEARCH_KNOWLEDGE = SEARCH.only("query", "limit")
+ASK_KNOWLEDGE = ASK.only("query")
 
 
 def _search_knowledge(call: Call) -> Output:
-    result = call.svc.search(call.principal, call.arg("query"), clamp_limit(call.arg("limit")))
+    limit = SEARCH["limit"].clamp(call.arg("limit"))  # the document's rule: clamped, never refused
+    result = call.svc.search(call.principal, call.arg("query"), limit)
     return search_knowledge_output(result.query, result.hits, call.svc.settings.retrieve.excerpt_chars)
 
 
@@ -44,12 +38,11 @@ def _search_knowledge_base(call: Call) -> Output:
 
 
 def _query_tool(
-    name: str, title: str, description: str, query: str, output_type: object, run: Callable[[Call], Output],
-    error_prefix: str = TOOL_FAILED, **more: dict[str, Any],
+    name: str, title: str, description: str, operation: Operation, output_type: object,
+    run: Callable[[Call], Output], error_prefix: str = TOOL_FAILED,
 ) -> ToolSpec:
     """A read-only tool whose one required argument is `query`."""
-    schema = inputs({"query": string(query), **more}, required=("query",))
-    return ToolSpec(name, title, description, schema, output_type, READ, run, error_prefix)
+    return ToolSpec(name, title, description, operation, output_type, READ, run, error_prefix)
 
 
 KNOWLEDGE_TOOLS = (
@@ -59,13 +52,8 @@ KNOWLEDGE_TOOLS = (
         "every knowledge base of the workspace, merges the results, sorts them by score and returns the best top_k "
         "overall; with a kb_id, that one only. A workspace without a knowledge base gives an empty list and a note. "
         "A knowledge base that answers with an error is skipped, logged and named in failed_knowledge_bases.",
-        "The search text. Required; an empty string counts as absent.",
-        SearchKnowledgeBaseOutput, _search_knowledge_base, error_prefix="",  # its document has no prefix
-        workspace_id=string(
-            "The workspace to act in. Optional if you belong to exactly one workspace, required otherwise."
-        ),
-        kb_id=string("Search one knowledge base (its id, or its name) instead of every one in the workspace."),
-        top_k=TOP_K,
+        SEARCH_KNOWLEDGE_BASE, SearchKnowledgeBaseOutput, _search_knowledge_base,
+        error_prefix="",  # its document has no prefix
     ),
     _query_tool(
         "search_knowledge", "Search knowledge",
@@ -74,16 +62,13 @@ KNOWLEDGE_TOOLS = (
         "Use this when you want raw passages to reason over. For a direct answer, use ask_knowledge. "
         "The document_id/source_id of a result is a knowledge id, not a node id: never pass it to the document "
         "tools (get_document takes the node ids of search_documents).",
-        "The search query. Must be a non-empty string.",
-        SearchKnowledgeOutput, _search_knowledge,
-        limit=LIMIT,
+        SEARCH_KNOWLEDGE, SearchKnowledgeOutput, _search_knowledge,
     ),
     _query_tool(
         "ask_knowledge", "Ask knowledge",
         "Ask a question about the organization's knowledge base and get an LLM-synthesized answer with cited "
         "sources. Use when you want a direct answer rather than raw excerpts. The answer is a synthesis: follow "
         "the cited sources for detail.",
-        "The question to answer. Must be a non-empty string.",
-        AskKnowledgeOutput, _ask_knowledge,
+        ASK_KNOWLEDGE, AskKnowledgeOutput, _ask_knowledge,
     ),
 )

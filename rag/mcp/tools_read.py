@@ -5,12 +5,19 @@ goes through the caller's scope in the service, where anything outside it reads 
 from __future__ import annotations
 
 from rag.mcp.outputs import Children, DocumentHits, NamedNodes, RootNodes, Versions
-from rag.mcp.schemas import DOCUMENT_ID, FOLDER_ID, inputs, integer, node_id, query_and_limit
 from rag.mcp.spec import READ, Call, Hints, Output, ToolSpec
-from rag.service.nodes import DOCUMENTS_LIMIT_DEFAULT, DOCUMENTS_LIMIT_MAX, NAMES_LIMIT_DEFAULT, NAMES_LIMIT_MAX
+from rag.service.arguments import (
+    GET_CURRENT_NODE,
+    GET_DOCUMENT,
+    GET_DOCUMENT_VERSION,
+    GET_DOCUMENT_VERSIONS,
+    GET_FOLDER_TREE,
+    GET_ROOT_NODES,
+    LIST_CHILDREN,
+    SEARCH_DOCUMENTS,
+    SEARCH_NODES_BY_NAME,
+)
 from rag.service.views import CurrentNode, DocumentView, FolderTree, VersionView
-
-DOCUMENT = inputs({"node_id": DOCUMENT_ID}, required=("node_id",))
 
 
 def _get_current_node(call: Call) -> Output:
@@ -24,8 +31,7 @@ READ_TOOLS = (
         "(meaning-based) and keyword matching (full-text), so it finds relevant content even when the exact words "
         "are not used. Only published documents are returned - drafts are never surfaced in search. Each result's "
         "node_id is what get_document takes.",
-        query_and_limit("What to look for. Must be a non-empty string.", DOCUMENTS_LIMIT_MAX, DOCUMENTS_LIMIT_DEFAULT),
-        DocumentHits, READ,
+        SEARCH_DOCUMENTS, DocumentHits, READ,
     ),
     ToolSpec(
         "get_document", "Get document",
@@ -33,7 +39,7 @@ READ_TOOLS = (
         "search_documents to read the complete text of a result. Only published documents can be retrieved - an "
         "unpublished draft is reported as \"not found\". Each read records a citation on the document "
         "(citation_count), helping your team understand which documents agents rely on most.",
-        DOCUMENT, DocumentView,
+        GET_DOCUMENT, DocumentView,
         Hints(read_only=True, idempotent=False),  # each read adds a citation
     ),
     ToolSpec(
@@ -42,42 +48,35 @@ READ_TOOLS = (
         "get_document, this is not limited to the published version - draft, publishing, published and archived "
         "versions are all listed, each with its version number, status and timestamps. Use it to find the "
         "version_number to pass to get_document_version or publish_document_version.",
-        DOCUMENT, Versions, READ,
+        GET_DOCUMENT_VERSIONS, Versions, READ,
     ),
     ToolSpec(
         "get_document_version", "Get document version",
         "Retrieve one specific version of a document, including its Markdown body, addressed by its 1-based version "
         "number. Like get_document_versions, it is not limited to the published version - it can also return a "
         "draft, a version pending publication, or an archived one.",
-        inputs({
-            "node_id": DOCUMENT_ID,
-            "version_number": integer("The 1-based version number, from get_document_versions.", minimum=1),
-        }, required=("node_id", "version_number")),
-        VersionView, READ,
+        GET_DOCUMENT_VERSION, VersionView, READ,
     ),
     ToolSpec(
         "list_children", "List children",
         "List the immediate contents (documents and sub-folders) of a folder, one level deep. Use this to browse "
         "the knowledge base structure step by step. For the complete nested tree at once, use get_folder_tree "
         "instead.",
-        inputs({"parent_id": FOLDER_ID}, required=("parent_id",)),
-        Children, READ,
+        LIST_CHILDREN, Children, READ,
     ),
     ToolSpec(
         "get_folder_tree", "Get folder tree",
         "Return the full folder structure as a nested tree, showing the hierarchy of all folders and documents the "
         "agent has access to. Returns names and structure only - no document bodies or metadata. Use get_document "
         "or list_children to read those. Without root_id, the tree starts at every root get_root_nodes returns.",
-        inputs({"root_id": node_id("The folder to start from (default: every root this token sees).")}),
-        FolderTree, READ,
+        GET_FOLDER_TREE, FolderTree, READ,
     ),
     ToolSpec(
         "search_nodes_by_name", "Search nodes by name",
         "Find documents and folders by their title or name, rather than by their content. Matches items whose name "
         "contains the query text (case-insensitive). Use search_documents to search what documents say; use this "
         "to find a document or folder you already know the name of.",
-        query_and_limit("Text the name contains (case-insensitive).", NAMES_LIMIT_MAX, NAMES_LIMIT_DEFAULT),
-        NamedNodes, READ,
+        SEARCH_NODES_BY_NAME, NamedNodes, READ,
     ),
     ToolSpec(
         "get_root_nodes", "Get root nodes",
@@ -85,13 +84,13 @@ READ_TOOLS = (
         "under Selected folders scope, or the root folder of each of the organisation's knowledge bases (for example "
         "\"Assistant Documents\") under All scope. Returns an empty list if the agent has no access. Pass a returned "
         "id as root_id to get_folder_tree or parent_id to list_children to browse from there.",
-        inputs({}), RootNodes, READ,
+        GET_ROOT_NODES, RootNodes, READ,
     ),
     ToolSpec(
         "get_current_node", "Get current node",
         "Return the id of the knowledge-base node the user is currently viewing, or null if there is none. This is "
         "conversation context, read from the request (the X-Current-Node header over HTTP, or current_node_id in the "
         "request's _meta); it never fails.",
-        inputs({}), CurrentNode, READ, _get_current_node,
+        GET_CURRENT_NODE, CurrentNode, READ, _get_current_node,
     ),
 )

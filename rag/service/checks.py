@@ -5,12 +5,14 @@ one exception on purpose: an identifier that cannot be one of ours (too long, or
 id has) answers NotFound, word for word as an unknown id does, so a probe learns nothing from the
 difference, and the value is never looked up or recorded.
 
-The bounds (docs/api.md and docs/mcp.md state them):
+The bounds (docs/api.md and docs/mcp.md state them; rag/service/arguments.py declares each
+operation's, and the surfaces' schemas are built from it):
 - identifiers (node, parent, root, token, principal, knowledge-base and workspace ids): at most
   MAX_ID_CHARS characters, none of them a control, format (bidi, zero-width), surrogate or
   private-use character;
 - integers: at most MAX_INT (2^31 - 1) whatever the argument's own upper bound, so that no number
-  reaches the store's 64-bit columns (or SQLite's) out of range;
+  reaches the store's 64-bit columns (or SQLite's) out of range (a lenient one, clamped_int, is
+  forced into its bounds instead);
 - names: no control or bidi-control character, no `/` or `\\`, never `.` or `..`;
 - texts (content, summaries): no NUL (PostgreSQL cannot store it) and no lone surrogate (UTF-8
   cannot encode it).
@@ -98,6 +100,19 @@ def int_arg(value: object, name: str, low: int, high: int | None = None, default
     if value > high:
         raise InvalidArgument(f"`{name}` must be at most {high}")
     return value
+
+
+def clamped_int(value: object, low: int, high: int, default: int) -> int:
+    """A lenient integer: out of [low, high] is clamped into it, and a value that is no number
+    (a boolean, a text that is not one, null) falls back to the default. search_knowledge's rule
+    for its `limit`, which its document states; every other integer is enforced (int_arg)."""
+    if isinstance(value, bool):
+        return default
+    try:
+        number = int(float(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return max(low, min(high, number))
 
 
 def name_problem(name: str, *, separators: bool = True) -> str | None:

@@ -5,34 +5,22 @@ with access all, never to agents (`by=`, docs/service.md); the first admin token
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_type_hints
+from typing import Any, get_type_hints
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import Field, create_model
 
+from rag.api.arguments import path_param, request_body
 from rag.api.auth import Caller, Service
 from rag.api.errors import ERROR_RESPONSES
-from rag.api.schemas import Strict
 from rag.service import TokenInfo
-from rag.service.tokens import MAX_EXPIRY_DAYS
+from rag.service.arguments import CREATE_TOKEN, REVOKE_TOKEN
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"], responses=ERROR_RESPONSES)
 
-
-class NewToken(Strict):
-    role: Literal["viewer", "editor", "admin"]
-    scopes: list[Literal["knowledge:read", "knowledge:write"]] = Field(
-        default_factory=list, description="knowledge:read is always granted; add knowledge:write to allow writing."
-    )
-    access: Literal["none", "all", "folders"] | None = Field(
-        None, description="Default: all for a person, none for an agent, folders when folders are given."
-    )
-    folders: list[str] = Field(default_factory=list, description="Node ids, paths in the default knowledge base, or KB:path.")
-    agent: bool = False
-    expires_days: int | None = Field(None, ge=1, le=MAX_EXPIRY_DAYS)
-    name: str | None = Field(None, min_length=1, max_length=200, description="Who it is for, as the activity shows it.")
-    principal_id: str | None = Field(None, min_length=1, description="Another token of this principal.")
+NewToken = request_body("NewToken", CREATE_TOKEN, "create_token's arguments, in the caller's own workspace.")
+TokenId = path_param(REVOKE_TOKEN["token_id"])
 
 
 # The service's TokenInfo, as listed: its fields and whether it is active (neither revoked nor expired).
@@ -48,12 +36,13 @@ def _row(info: TokenInfo) -> dict[str, Any]:
     return info.payload() | {"active": info.active}
 
 
-@router.get("", response_model=list[TokenRow], summary="The workspace's tokens (never their secrets)")  # type: ignore[valid-type]
+@router.get("", response_model=list[TokenRow], operation_id="list_tokens",  # type: ignore[valid-type]
+            summary="The workspace's tokens (never their secrets)")
 def list_tokens(svc: Service, principal: Caller) -> JSONResponse:
     return JSONResponse([_row(info) for info in svc.list_tokens(by=principal)])
 
 
-@router.post("", response_model=CreatedToken, status_code=201, summary="Make a token")
+@router.post("", response_model=CreatedToken, status_code=201, operation_id="create_token", summary="Make a token")
 def create_token(body: NewToken, svc: Service, principal: Caller) -> JSONResponse:
     # Always the caller's own workspace: the service would make a workspace it was given before
     # checking the caller's right to it.
@@ -64,7 +53,6 @@ def create_token(body: NewToken, svc: Service, principal: Caller) -> JSONRespons
     return JSONResponse(_row(info) | {"token": secret}, status_code=201)
 
 
-@router.delete("/{token_id}", response_model=TokenRow, summary="Revoke a token for good")
-def revoke_token(token_id: Annotated[str, Path(min_length=1, max_length=64)], svc: Service,
-                 principal: Caller) -> JSONResponse:
+@router.delete("/{token_id}", response_model=TokenRow, operation_id="revoke_token", summary="Revoke a token for good")
+def revoke_token(token_id: TokenId, svc: Service, principal: Caller) -> JSONResponse:
     return JSONResponse(_row(svc.revoke_token(token_id, by=principal)))
