@@ -128,7 +128,7 @@ def search(
 ) -> None:
     """Hybrid (vector + full-text) search over the published documents."""
     from rag.render import search_response
-    from rag.service.core import clamp_limit
+    from rag.service.search import clamp_limit
 
     with service(writer=False) as svc:
         principal = _principal(svc, workspace)
@@ -354,14 +354,13 @@ def export_store(
     """Write the store as an archive for `rag import`: every version, summary, metadata and activity row, and
     (whole store only) the principals and tokens. Chunks and vectors are rebuilt by the import."""
     from rag.service import Principal
-    from rag.service.transfer import export_archive
 
     to_stdout = file == "-"
     with service(writer=False) as svc:
         principal = Principal.local_admin(workspace or svc.settings.default_workspace)
         with _transfer_progress(to_stdout) as progress:
-            report = export_archive(
-                svc, principal, sys.stdout.buffer if to_stdout else Path(file), kb or (), workspace, progress
+            report = svc.export_archive(
+                principal, sys.stdout.buffer if to_stdout else Path(file), kb or (), workspace, progress
             )
     if to_stdout:
         sys.stdout.flush()
@@ -380,12 +379,11 @@ def import_store(
     """Load an archive into the store the settings name (RAG_DATABASE_URL, RAG_CHROMA_URL, RAG_HOME) with the
     same ids, and index its published versions. A store that already holds any of it is left unchanged."""
     from rag.service import Principal
-    from rag.service.transfer import import_archive
 
     with service(writer=True) as svc:
         principal = Principal.local_admin(svc.settings.default_workspace)
         with _transfer_progress(json_out) as progress:
-            report = import_archive(svc, principal, file, progress)
+            report = svc.import_archive(principal, file, progress)
     if json_out:
         sys.stdout.write(json.dumps(report.summary(), indent=2) + "\n")
         return

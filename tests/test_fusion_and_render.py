@@ -6,9 +6,10 @@ import pytest
 
 from rag.render import MAX_RESPONSE_CHARS, NO_RESULTS, search_response
 from rag.retrieve.fusion import reciprocal_rank_fusion
-from rag.retrieve.keyword import match_expression, query_terms
+from rag.retrieve.keyword import match_expression
+from rag.retrieve.text import query_terms
 from rag.retrieve.types import TRUNCATION_MARK, Hit, LaneHit
-from rag.service.core import clamp_limit
+from rag.service.search import clamp_limit
 
 
 def lane(*ids: int) -> list[LaneHit]:

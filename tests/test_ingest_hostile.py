@@ -162,14 +162,13 @@ def test_a_file_swapped_for_a_fifo_after_the_walk_is_never_read(tmp_path: Path):
 # ----- archives -----
 
 def test_a_deeply_nested_archive_line_is_refused_with_exit_2_and_changes_nothing(tmp_path: Path):
-    from rag.service.transfer import export_archive
 
     source = Settings(home=tmp_path / "source")
     with KnowledgeService(source) as svc:
         svc.ensure_workspace("default")
         kb = svc.knowledge_base(ADMIN, "default", create=True)
         svc.create_folder(ADMIN, kb.root_id, "Folder", metadata={"depth": 1})
-        export_archive(svc, ADMIN, tmp_path / "store.jsonl")
+        svc.export_archive(ADMIN, tmp_path / "store.jsonl")
     lines = (tmp_path / "store.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     deep = "[" * 100_000 + "]" * 100_000
     variants = {

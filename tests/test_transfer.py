@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 
 from rag.errors import AlreadyExists, InvalidArgument, PermissionDenied, RagError, Unavailable
 from rag.service import KnowledgeService, Principal
-from rag.service.transfer import TABLES, _dump, export_archive, import_archive
+from rag.service.transfer_rows import TABLES, _dump
 from rag.settings import Settings
 from rag.store.models import ARCHIVED, DRAFT, PUBLISHED, PUBLISHING, Chunk
 
@@ -91,7 +91,7 @@ def source(tmp_path_factory) -> dict:
         before = {q: vector_top(svc, q) for q in QUERIES}
         top = {q: svc.search(ADMIN, q, 1).hits[0].source_id for q in QUERIES}
         archive = root / "store.jsonl"
-        exported = export_archive(svc, ADMIN, archive)
+        exported = svc.export_archive(ADMIN, archive)
         chunks = chunk_count(svc)
     return {"settings": settings, "pages": pages, "doc": doc.node_id, "secret": secret, "token": token,
             "before": before, "top": top, "archive": archive, "export": exported, "chunks": chunks}
@@ -132,7 +132,7 @@ def test_an_export_is_one_moment_while_others_record_activity(target, tmp_path):
             if done == 0:  # counted, nothing written yet: another connection adds a row
                 svc.record(ADMIN, "search", None)
 
-        export_archive(svc, ADMIN, tmp_path / "moment.jsonl", progress=meanwhile)
+        svc.export_archive(ADMIN, tmp_path / "moment.jsonl", progress=meanwhile)
         header, archived = archive_rows(tmp_path / "moment.jsonl")
         assert header["counts"] == {name: len(archived[name]) for name in TABLES}
         assert [a["action"] for a in archived["activity"]] == ["search"]
@@ -144,7 +144,7 @@ def test_a_store_moves_to_postgresql_with_nothing_lost(source, postgres, tmp_pat
     settings = Settings(home=tmp_path / "home2", database_url=postgres.new_database())
     stages: dict[str, tuple[int, int]] = {}
     with KnowledgeService(settings) as svc:
-        report = import_archive(svc, ADMIN, source["archive"], lambda s, d, t: stages.__setitem__(s, (d, t)))
+        report = svc.import_archive(ADMIN, source["archive"], lambda s, d, t: stages.__setitem__(s, (d, t)))
         assert report.counts == source["export"].counts and report.activity_offset == 0
         assert report.chunks == source["chunks"] == chunk_count(svc) and report.versions_indexed == 6
         assert stages["loading"][0] == stages["loading"][1] == sum(report.counts.values())
@@ -188,15 +188,15 @@ def test_a_store_moves_to_postgresql_with_nothing_lost(source, postgres, tmp_pat
 def test_into_postgresql_and_a_chroma_server_and_never_twice_into_one_chroma(source, postgres, chroma_server, tmp_path):
     first = Settings(home=tmp_path / "a", database_url=postgres.new_database(), chroma_url=chroma_server)
     with KnowledgeService(first) as svc:
-        assert import_archive(svc, ADMIN, source["archive"]).chunks == source["chunks"]
+        assert svc.import_archive(ADMIN, source["archive"]).chunks == source["chunks"]
         assert {q: vector_top(svc, q) for q in QUERIES} == source["before"]
     # Another (empty) database with the same Chroma server would mix two stores' vectors.
     second = Settings(home=tmp_path / "b", database_url=postgres.new_database(), chroma_url=chroma_server)
     with KnowledgeService(second) as svc:
         before = rows(svc)
-        with pytest.raises(AlreadyExists, match=r"this store already holds 2 knowledge bases' vectors, e\.g\. "
-                                                r"'\w+' \(kb_\w+\) in its vector store: nothing was imported"):
-            import_archive(svc, ADMIN, source["archive"])
+        with pytest.raises(AlreadyExists, match=r"this store already holds 2 knowledge bases' entries in the vector "
+                                                r"lane, e\.g\. '\w+' \(kb_\w+\) in its chroma server: nothing was imported"):
+            svc.import_archive(ADMIN, source["archive"])
         assert rows(svc) == before
 
 
@@ -204,25 +204,25 @@ def test_the_archive_round_trips_through_postgresql(source, postgres, tmp_path):
     """PostgreSQL exports what it imported, to the microsecond, and SQLite takes it back."""
     _, first = archive_rows(source["archive"])
     with KnowledgeService(Settings(home=tmp_path / "pg", database_url=postgres.new_database())) as svc:
-        import_archive(svc, ADMIN, source["archive"])
-        export_archive(svc, ADMIN, tmp_path / "again.jsonl")
+        svc.import_archive(ADMIN, source["archive"])
+        svc.export_archive(ADMIN, tmp_path / "again.jsonl")
     _, second = archive_rows(tmp_path / "again.jsonl")
     for name in TABLES:
         if name != "activity":
             assert second[name] == first[name], name
     assert second["activity"][:len(first["activity"])] == first["activity"]
     with KnowledgeService(Settings(home=tmp_path / "back")) as svc:
-        report = import_archive(svc, ADMIN, tmp_path / "again.jsonl")
+        report = svc.import_archive(ADMIN, tmp_path / "again.jsonl")
         assert report.chunks == source["chunks"]
         assert {q: vector_top(svc, q) for q in QUERIES} == source["before"]
 
 
 def test_a_second_import_is_refused_and_changes_nothing(source, target):
     with KnowledgeService(target) as svc:
-        import_archive(svc, ADMIN, source["archive"])
+        svc.import_archive(ADMIN, source["archive"])
         before, chunks = rows(svc), chunk_count(svc)
         with pytest.raises(AlreadyExists) as refused:
-            import_archive(svc, ADMIN, source["archive"])
+            svc.import_archive(ADMIN, source["archive"])
         message = refused.value.message
         assert message.startswith("this store already holds 2 knowledge bases, e.g. ")
         assert "nodes" in message and "document versions" in message and "principal" in message
@@ -234,12 +234,12 @@ def test_only_the_local_administrator_moves_stores(source, tmp_path):
     with KnowledgeService(Settings(home=tmp_path / "t")) as svc:
         secret, _ = svc.create_token("default", "admin")
         holder = svc.authenticate(secret)
-        for call in (lambda: export_archive(svc, holder, tmp_path / "x.jsonl"),
-                     lambda: import_archive(svc, holder, source["archive"])):
+        for call in (lambda: svc.export_archive(holder, tmp_path / "x.jsonl"),
+                     lambda: svc.import_archive(holder, source["archive"])):
             with pytest.raises(PermissionDenied, match="local administrator"):
                 call()
         with pytest.raises(PermissionDenied):
-            export_archive(svc, Principal("local-cli", "default", role="editor"), tmp_path / "x.jsonl")
+            svc.export_archive(Principal("local-cli", "default", role="editor"), tmp_path / "x.jsonl")
     assert not (tmp_path / "x.jsonl").exists()
 
 
@@ -302,7 +302,7 @@ def test_a_damaged_archive_is_refused_and_changes_nothing(source, tmp_path, how)
         svc.ensure_workspace("elsewhere")  # a store with something in it
         before = rows(svc)
         with pytest.raises(InvalidArgument, match=DAMAGE[how]):
-            import_archive(svc, ADMIN, path)
+            svc.import_archive(ADMIN, path)
         assert rows(svc) == before
 
 
@@ -314,7 +314,7 @@ def test_a_damaged_archive_is_refused_on_postgresql_too(source, postgres, tmp_pa
         svc.ensure_workspace("elsewhere")
         before = rows(svc)
         with pytest.raises(InvalidArgument, match=DAMAGE[how]):
-            import_archive(svc, ADMIN, path)
+            svc.import_archive(ADMIN, path)
         assert rows(svc) == before
 
 
@@ -329,7 +329,7 @@ def test_indexing_that_fails_leaves_the_rows_and_the_next_start_finishes_it(sour
     with KnowledgeService(settings) as svc:
         svc.publisher._embedder = lambda: Down()
         with pytest.raises(RagError) as stopped:
-            import_archive(svc, ADMIN, source["archive"])
+            svc.import_archive(ADMIN, source["archive"])
         assert stopped.value.message == (
             "the rows are imported, but indexing stopped (the embedding model broken is unavailable): 6 versions are "
             "left publishing, and the next writer to open this store (any `rag` command that writes, or `rag serve`) "
@@ -346,7 +346,7 @@ def test_indexing_that_fails_leaves_the_rows_and_the_next_start_finishes_it(sour
 
 def test_one_knowledge_base_joins_a_workspace_the_target_has(source, tmp_path):
     with KnowledgeService(source["settings"], writer=False) as svc:
-        report = export_archive(svc, ADMIN, tmp_path / "handbook.jsonl", ["handbook"])
+        report = svc.export_archive(ADMIN, tmp_path / "handbook.jsonl", ["handbook"])
     assert report.counts["knowledge_bases"] == 1 and report.counts["principals"] == report.counts["tokens"] == 0
     _, archived = archive_rows(tmp_path / "handbook.jsonl")
     node_ids = {n["id"] for n in archived["nodes"]}
@@ -354,7 +354,7 @@ def test_one_knowledge_base_joins_a_workspace_the_target_has(source, tmp_path):
     with KnowledgeService(Settings(home=tmp_path / "t")) as svc:
         svc.ensure_workspace("default")  # with its own (empty) default knowledge base
         svc.record(ADMIN, "search", None)  # and some history of its own
-        imported = import_archive(svc, ADMIN, tmp_path / "handbook.jsonl")
+        imported = svc.import_archive(ADMIN, tmp_path / "handbook.jsonl")
         assert imported.workspaces_kept == ["default"] and imported.activity_offset >= 1
         assert sorted(kb.name for kb in svc.knowledge_bases(ADMIN)) == ["default", "handbook"]
         hits = svc.search(ADMIN, "How much annual leave do I earn?", 3, kb_name="handbook").hits

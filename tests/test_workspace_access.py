@@ -12,6 +12,7 @@ import pytest
 
 from rag.errors import InvalidArgument, NotFound, PermissionDenied
 from rag.service import KnowledgeService, Principal
+from rag.service.tree import subtree
 
 from .mcp_support import run, session
 
@@ -80,7 +81,7 @@ def test_a_tokens_access_never_widens_a_membership(two_workspaces: KnowledgeServ
     assert (in_ws2.access, in_ws2.folder_ids) == ("folders", (tools,))
     found = svc.search_knowledge_base(caller, LEAVE, workspace_id="ws2", top_k=20)
     with svc.db.session() as s:
-        inside = {row.id for row in svc._subtree(s, [tools])}
+        inside = {row.id for row in subtree(s, [tools])}
     assert found.hits and {hit.node_id for hit in found.hits} <= inside
     assert svc.search_knowledge_base(caller, LEAVE, workspace_id="default").hits  # all of its own workspace
 

@@ -1,6 +1,7 @@
 """The service layer: one KnowledgeService for every surface."""
 
-from rag.service.core import KnowledgeService, SearchResult
+from rag.service.core import KnowledgeService
+from rag.service.search import SearchResult
 from rag.service.ingest import IngestReport
 from rag.service.kb_search import KnowledgeBaseSearch
 from rag.service.principal import Principal

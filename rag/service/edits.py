@@ -11,15 +11,14 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from rag.errors import AlreadyExists, InvalidArgument, PermissionDenied
 from rag.service.activity import recorded
 from rag.service.checks import content_arg, content_hash, int_arg, metadata_arg, name_arg, name_key, summary_arg
-from rag.service.principal import ACCESS_ALL, Principal
+from rag.service import tree
+from rag.service.principal import Principal
 from rag.service.publish import lock_nodes, request_publish
-from rag.service.tree import TreeAccess
 from rag.service.views import CreatedDocument, Deleted, NodeInfo, VersionInfo
 from rag.store.models import (
     ARCHIVED,
@@ -36,25 +35,30 @@ from rag.store.models import (
 )
 
 if TYPE_CHECKING:
-    from rag.retrieve.vector import ChromaVectorLane
+    from rag.service.access import Access
+    from rag.service.activity import ActivityLog
+    from rag.service.catalog import Catalog
+    from rag.service.engines import Engines
     from rag.service.publish import Publisher, PublishQueue
+    from rag.settings import Settings
+    from rag.store.db import Database
 
 log = logging.getLogger(__name__)
 
 ASSISTANT_KB = "Assistant Documents"  # where an agent's writes without a parent land
 
 
-class NodeEdits(TreeAccess):
-    """A mixin of KnowledgeService."""
-
-    if TYPE_CHECKING:
-        publisher: Publisher
-        publish_queue: PublishQueue
-        vector: ChromaVectorLane
-
-        def record(self, principal: Principal, action: str, target: str | None, outcome: str = "ok",
-                   detail: dict[str, Any] | None = None) -> None: ...
-        def knowledge_base(self, principal: Principal, name: str, *, create: bool = False) -> KnowledgeBase: ...
+class NodeEdits:
+    def __init__(self, db: Database, settings: Settings, access: Access, activity: ActivityLog, catalog: Catalog,
+                 engines: Engines, publisher: Publisher, publish_queue: PublishQueue) -> None:
+        self.db = db
+        self.settings = settings
+        self.access = access
+        self.activity = activity
+        self.catalog = catalog
+        self.engines = engines
+        self.publisher = publisher
+        self.publish_queue = publish_queue
 
     # ----- creating -----
 
@@ -63,20 +67,17 @@ class NodeEdits(TreeAccess):
         parent: an agent's node lands in `Assistant Documents` (made on first use), a person's in the
         default knowledge base; a folder-scoped caller must say where, inside its folders."""
         if parent_id is None:
-            if principal.access != ACCESS_ALL:
+            if not self.access.sees_all(principal):
                 raise InvalidArgument("`parent_id` is required: this token may only write inside its folders")
             parent = self._kb_root(session, principal, ASSISTANT_KB if principal.is_agent else self.settings.default_kb)
         else:
-            parent = self._typed(session, principal, parent_id, FOLDER, "parent_id")
-        if self._sibling_taken(session, parent.id, name):
+            parent = self.access.typed(session, principal, parent_id, FOLDER, "parent_id")
+        if tree.sibling_taken(session, parent.id, name):
             raise AlreadyExists(f"a node named {name!r} already exists in this folder")
         return parent
 
     def _kb_root(self, session: Session, principal: Principal, kb_name: str) -> Node:
-        try:
-            kb = self.knowledge_base(principal, kb_name, create=True)
-        except IntegrityError:  # a concurrent first use made it meanwhile
-            kb = self.knowledge_base(principal, kb_name)
+        kb = self.catalog.knowledge_base(principal, kb_name, create=True)
         return session.get(Node, kb.root_id)
 
     def _add_node(self, session: Session, principal: Principal, parent: Node, kind: str, name: str,
@@ -87,14 +88,14 @@ class NodeEdits(TreeAccess):
         )
         session.add(node)
         session.flush()
-        node.source_label = f"kb:{self._path_label(session, node)}"
+        node.source_label = f"kb:{tree.path_label(session, node)}"
         return node
 
     @recorded("create_folder", detail=("parent_id",))
     def create_folder(self, principal: Principal, parent_id: str | None, name: str,
                       summary: str | None = None, metadata: dict[str, Any] | None = None) -> NodeInfo:
         """A new folder, live at once (folders have no drafts)."""
-        self._writer(principal)
+        self.access.writer(principal)
         name, summary, metadata = name_arg(name, "folder"), summary_arg(summary), metadata_arg(metadata)
         with self.db.session() as session:
             parent = self._parent_for_new(session, principal, parent_id, name)
@@ -106,7 +107,7 @@ class NodeEdits(TreeAccess):
                         summary: str | None = None, metadata: dict[str, Any] | None = None) -> CreatedDocument:
         """A new document whose content is a draft (version 1), not searchable until published; its
         name, summary and metadata apply at once."""
-        self._writer(principal)
+        self.access.writer(principal)
         name, content = name_arg(name, "document"), content_arg(content)
         summary, metadata = summary_arg(summary), metadata_arg(metadata)
         with self.db.session() as session:
@@ -124,10 +125,10 @@ class NodeEdits(TreeAccess):
         """Replace the body as a new draft version (numbered after the newest). The published
         version stays live until a draft is published. Every edit is kept: concurrent edits, from
         any number of workers, become consecutive versions (the document is locked meanwhile)."""
-        self._writer(principal)
+        self.access.writer(principal)
         content = content_arg(content)
         with self.db.session() as session:
-            node = self._typed(session, principal, node_id, DOCUMENT)
+            node = self.access.typed(session, principal, node_id, DOCUMENT)
             lock_nodes(session, [node.id])
             newest = session.scalar(select(func.max(DocumentVersion.number)).where(DocumentVersion.node_id == node.id))
             version = DocumentVersion(
@@ -141,13 +142,13 @@ class NodeEdits(TreeAccess):
         """Mark a version `publishing`; (its view, its id when there is work to do). Publishing or
         published already: nothing to do. Any status but `from_status`: refused."""
         with self.db.session() as session:
-            node = self._typed(session, principal, node_id, DOCUMENT)
+            node = self.access.typed(session, principal, node_id, DOCUMENT)
             number = int_arg(version_number, "version_number", 1)
             # The document's lock before its version is read: two requests for one draft would
             # otherwise both see a draft, and the second would wait, holding the document, on the
             # version a worker has claimed, while that worker waits for the document (a deadlock).
             lock_nodes(session, [node.id])
-            version = self._version(session, node, number)
+            version = tree.version(session, node, number)
             start = version.status not in (PUBLISHING, PUBLISHED)
             if start and version.status != from_status:
                 if from_status == DRAFT:
@@ -164,7 +165,7 @@ class NodeEdits(TreeAccess):
     def publish_version(self, principal: Principal, node_id: str, version_number: int) -> DocumentVersion:
         """Publish a draft and wait until it is searchable (the CLI, ingestion-like callers, tests).
         An indexing error is raised here, and the version is back in draft."""
-        self._writer(principal)
+        self.access.writer(principal)
         info, version_id = self._mark_publishing(principal, node_id, version_number)
         if version_id is not None:
             self.publisher.publish([version_id])
@@ -178,33 +179,34 @@ class NodeEdits(TreeAccess):
     def publish_document_version(self, principal: Principal, node_id: str, version_number: int) -> VersionInfo:
         """Publish a draft; returns at once with `publishing` (or `published` when it already was).
         Publishing a publishing or published version is a no-op; an archived one is refused."""
-        self._writer(principal)
+        self.access.writer(principal)
         info, version_id = self._mark_publishing(principal, node_id, version_number)
         if version_id is not None:
-            self._publish_later(principal, info, version_id, on_failure=DRAFT)
+            self._publish_later(principal, info, version_id)
         return info
 
     @recorded("rollback_document_version", target="node_id", detail=("version_number",))
     def rollback_document_version(self, principal: Principal, node_id: str, version_number: int) -> VersionInfo:
         """Make an earlier published (now archived) version the published one again. People who
         are admins only, never agents; returns at once like publish_document_version."""
-        self._writer(principal)
-        self._require_role(principal, "admin")
+        self.access.writer(principal)
+        self.access.require_role(principal, "admin")
         if principal.is_agent:
             raise PermissionDenied("rollback is for people who are admins, never for agents")
         info, version_id = self._mark_publishing(principal, node_id, version_number, from_status=ARCHIVED)
         if version_id is not None:
-            self._publish_later(principal, info, version_id, on_failure=ARCHIVED)
+            self._publish_later(principal, info, version_id)
         return info
 
-    def _publish_later(self, principal: Principal, info: VersionInfo, version_id: int, on_failure: str) -> None:
+    def _publish_later(self, principal: Principal, info: VersionInfo, version_id: int) -> None:
         """Queue the job; any worker may end up doing it (the publisher puts a failed one back in
-        `on_failure`: draft, or archived for a rollback)."""
+        the status it was requested from, which the version's job row keeps: draft, or archived
+        for a rollback)."""
         info.status = PUBLISHING
 
         def done(ok: bool) -> None:
-            self.record(principal, "publish_completed", info.node_id, "ok" if ok else "error",
-                        {"version_number": info.version_number})
+            self.activity.record(principal, "publish_completed", info.node_id, "ok" if ok else "error",
+                                 {"version_number": info.version_number})
 
         self.publish_queue.submit(version_id, done)
 
@@ -215,16 +217,16 @@ class NodeEdits(TreeAccess):
     # ----- names, summaries, metadata -----
 
     def _rename(self, principal: Principal, node_id: object, name: object, kind: str) -> NodeInfo:
-        self._writer(principal)
+        self.access.writer(principal)
         new_name = name_arg(name, kind)
         with self.db.session() as session:
-            node = self._typed(session, principal, node_id, kind)
-            self._require_movable(session, principal, node)
-            if self._sibling_taken(session, node.parent_id, new_name, exclude=node.id):
+            node = self.access.typed(session, principal, node_id, kind)
+            self.access.require_movable(session, principal, node)
+            if tree.sibling_taken(session, node.parent_id, new_name, exclude=node.id):
                 raise AlreadyExists(f"a node named {new_name!r} already exists in this folder")
             node.name, node.name_key = new_name, name_key(new_name)
             self._relabel(session, node)
-            return self._node_info(session, principal, node)
+            return self.access.node_info(session, principal, node)
 
     @recorded("rename_document", target="node_id")
     def rename_document(self, principal: Principal, node_id: str, name: str) -> NodeInfo:
@@ -237,27 +239,27 @@ class NodeEdits(TreeAccess):
     @recorded("set_summary", target="node_id")
     def set_summary(self, principal: Principal, node_id: str, summary: str | None) -> NodeInfo:
         """Set the summary, or clear it with null (or a blank string)."""
-        self._writer(principal)
+        self.access.writer(principal)
         return self._annotate(principal, node_id, summary=summary_arg(summary))
 
     @recorded("set_metadata", target="node_id")
     def set_metadata(self, principal: Principal, node_id: str, metadata: dict[str, Any] | None) -> NodeInfo:
         """Replace the whole metadata object (keys left out are gone); null removes it all."""
-        self._writer(principal)
+        self.access.writer(principal)
         return self._annotate(principal, node_id, meta=metadata_arg(metadata))
 
     def _annotate(self, principal: Principal, node_id: object, **fields: Any) -> NodeInfo:
         """Set descriptive fields of a folder or document: never indexed, so live at once."""
         with self.db.session() as session:
-            node = self._node(session, principal, node_id)
+            node = self.access.node(session, principal, node_id)
             for name, value in fields.items():
                 setattr(node, name, value)
-            return self._node_info(session, principal, node)
+            return self.access.node_info(session, principal, node)
 
     def _relabel(self, session: Session, node: Node) -> None:
         """Nodes made through the API are labelled by their path (`kb:KB/folder/name`); a rename or a
         move changes that path for the node and everything below it. Ingested labels name files."""
-        paths = {node.id: self._path_label(session, node)}
+        paths = {node.id: tree.path_label(session, node)}
         todo = [node]
         while todo:
             current = todo.pop()
@@ -271,14 +273,14 @@ class NodeEdits(TreeAccess):
     # ----- deleting and moving -----
 
     def _delete(self, principal: Principal, node_id: object, kind: str) -> Deleted:
-        self._writer(principal)
+        self.access.writer(principal)
         with self.db.session() as session:
-            node = self._typed(session, principal, node_id, kind)
-            self._require_movable(session, principal, node)
-            below = self._subtree(session, [node.id]) if kind == FOLDER else []
+            node = self.access.typed(session, principal, node_id, kind)
+            self.access.require_movable(session, principal, node)
+            below = tree.subtree(session, [node.id]) if kind == FOLDER else []
         documents = [r.id for r in below if r.kind == DOCUMENT] + ([node.id] if kind == DOCUMENT else [])
         folders = [r.id for r in below if r.kind == FOLDER] + ([node.id] if kind == FOLDER else [])
-        self._delete_nodes(documents + folders[::-1])  # documents first, then folders deepest first
+        self.remove_nodes(documents + folders[::-1])  # documents first, then folders deepest first
         return Deleted(node.id, kind, len(documents), len(folders))
 
     @recorded("delete_document", target="node_id")
@@ -291,8 +293,9 @@ class NodeEdits(TreeAccess):
         """Delete a folder and everything inside it, sub-folders and documents, from both lanes."""
         return self._delete(principal, node_id, FOLDER)
 
-    def _delete_nodes(self, node_ids: list[str]) -> None:
-        """Remove nodes: their chunks leave both lanes first, then the rows go."""
+    def remove_nodes(self, node_ids: list[str]) -> None:
+        """Remove nodes, no questions asked (the callers checked): their chunks leave the search
+        index first, then the rows go."""
         if not node_ids:
             return
         self.publisher.drop_chunks_of_nodes(node_ids)
@@ -304,53 +307,40 @@ class NodeEdits(TreeAccess):
     def move_node(self, principal: Principal, node_id: str, parent_id: str) -> NodeInfo:
         """Move a document or folder (with everything inside) into another folder. Both must be
         visible to the caller; no cycles; sibling names stay unique (ignoring case)."""
-        self._writer(principal)
+        self.access.writer(principal)
         with self.db.session() as session:
-            node = self._node(session, principal, node_id)
-            target = self._typed(session, principal, parent_id, FOLDER, "parent_id")
-            self._require_movable(session, principal, node)
+            node = self.access.node(session, principal, node_id)
+            target = self.access.typed(session, principal, parent_id, FOLDER, "parent_id")
+            self.access.require_movable(session, principal, node)
             if target.id == node.parent_id:
-                return self._node_info(session, principal, node)
+                return self.access.node_info(session, principal, node)
             ancestor: Node | None = target
             while ancestor is not None:
                 if ancestor.id == node.id:
                     raise InvalidArgument("a folder cannot be moved into itself or into one of its sub-folders")
                 ancestor = session.get(Node, ancestor.parent_id) if ancestor.parent_id else None
-            if self._sibling_taken(session, target.id, node.name, exclude=node.id):
+            if tree.sibling_taken(session, target.id, node.name, exclude=node.id):
                 raise AlreadyExists(f"a node named {node.name!r} already exists in the target folder")
             old_kb, new_kb = node.kb_id, target.kb_id
             node.parent_id = target.id
             moved_chunks = self._change_kb(session, node, new_kb) if old_kb != new_kb else []
             self._relabel(session, node)
-            info = self._node_info(session, principal, node)
+            info = self.access.node_info(session, principal, node)
         if moved_chunks:
-            self._carry_chunks(moved_chunks, old_kb, new_kb)
+            self._carry_chunks(moved_chunks, old_kb)
         return info
 
-    def _carry_chunks(self, chunks: list[tuple[int, str]], old_kb: str, new_kb: str) -> None:
-        """Both lanes filter on each chunk's knowledge base, and may keep it outside the store
-        (tantivy, Chroma): the moved chunks are indexed again under the new one."""
-        ids = [chunk_id for chunk_id, _ in chunks]
-        keyword = self.publisher.keyword
-        try:
-            with self.db.session() as session:
-                rows = [
-                    row for i in range(0, len(ids), 500) for row in self.publisher.indexed_rows(session, ids[i:i + 500])
-                ]
-                keyword.delete(session, ids)
-                keyword.add(session, rows)
-        except Exception:  # noqa: BLE001 - the move itself stands; the log says which lane lags
-            log.exception("re-indexing %d moved chunks in the keyword lane failed", len(ids))
-        try:
-            self.vector.move(chunks, old_kb, new_kb)
-        except Exception:  # noqa: BLE001 - the next start reconciles the vector lane with the store
-            log.exception("moving %d vectors between knowledge bases failed", len(chunks))
+    def _carry_chunks(self, chunks: list[tuple[int, str]], old_kb: str) -> None:
+        """Lanes filter on each chunk's knowledge base, and may keep it outside the store (tantivy,
+        Chroma): every lane of the search index follows the moved chunks (a lane that fails is
+        logged and repaired by the next start's reconcile; the move itself stands)."""
+        self.engines.index.move([chunk_id for chunk_id, _ in chunks], old_kb)
 
     def _change_kb(self, session: Session, node: Node, kb_id: str) -> list[tuple[int, str]]:
         """A move into another knowledge base: the nodes and their chunks change knowledge base
         (the keyword lane filters on the chunk's); returns the (chunk id, node id) pairs whose
         vectors must follow into that knowledge base's collection."""
-        ids = [node.id] + [row.id for row in self._subtree(session, [node.id])]
+        ids = [node.id] + [row.id for row in tree.subtree(session, [node.id])]
         chunks: list[tuple[int, str]] = []
         for i in range(0, len(ids), 500):
             part = ids[i:i + 500]

@@ -21,12 +21,13 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from sqlalchemy import select
 
 from rag.errors import InvalidArgument
 from rag.ingest.parse import SUPPORTED_SUFFIXES, ParsedDocument, humanize, parse_file_text, parse_record
+from rag.service import tree
 from rag.service.checks import name_problem
 from rag.service.principal import Principal
 from rag.store.models import (
@@ -40,6 +41,15 @@ from rag.store.models import (
     KnowledgeBase,
     Node,
 )
+
+if TYPE_CHECKING:
+    from rag.service.access import Access
+    from rag.service.activity import ActivityLog
+    from rag.service.catalog import Catalog
+    from rag.service.edits import NodeEdits
+    from rag.service.publish import Publisher
+    from rag.settings import Settings
+    from rag.store.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +101,7 @@ def _noop(stage: str, done: int, total: int) -> None:
 class _Sync:
     provider = "fs"
 
-    def __init__(self, service, principal: Principal) -> None:
+    def __init__(self, service: Ingest, principal: Principal) -> None:
         self.service = service
         self.principal = principal
 
@@ -119,7 +129,7 @@ class _Sync:
                 body_hash = content_hash(item.parsed.body)
                 if node is None:
                     parent_id = self._folder(session, kb, item.folders, folder_cache)
-                    name = service.unique_name(session, parent_id, item.parsed.title, hint=item.name_hint)
+                    name = tree.unique_name(session, parent_id, item.parsed.title, hint=item.name_hint)
                     node = Node(
                         workspace_id=kb.workspace_id, kb_id=kb.id, parent_id=parent_id, kind=DOCUMENT, name=name,
                         name_key=name_key(name), meta=item.parsed.metadata or None, source_id=item.source_id,
@@ -166,9 +176,9 @@ class _Sync:
             ]
             removed_ids = [node.id for node in gone]
             report.removed.extend(node.source_label.split(":", 1)[-1] for node in gone)
-        service._delete_nodes(removed_ids)
+        service.edits.remove_nodes(removed_ids)
         self._drop_empty_folders(kb, root_key, {item.folders[:i] for item in items for i in range(1, len(item.folders) + 1)})
-        report.chunks = service.publish_pending(to_publish, lambda done, total: progress("indexing", done, total))
+        report.chunks = service.publisher.publish(to_publish, lambda done, total: progress("indexing", done, total))
 
     def _drop_empty_folders(self, kb: KnowledgeBase, root_key: str, current: set[tuple[str, ...]]) -> None:
         """Folders this import made for directories that are gone, once nothing is left in them."""
@@ -199,7 +209,7 @@ class _Sync:
         folder = session.scalar(select(Node).where(Node.parent_id == parent_id, Node.name_key == name_key(name)))
         if folder is None or folder.kind != FOLDER:
             if folder is not None:  # a document already has this name: keep both, visibly
-                name = self.service.unique_name(session, parent_id, name, hint="folder")
+                name = tree.unique_name(session, parent_id, name, hint="folder")
             folder = Node(
                 workspace_id=kb.workspace_id, kb_id=kb.id, parent_id=parent_id, kind=FOLDER, name=name,
                 name_key=name_key(name), source_label=f"{self.provider}:{'/'.join(parts)}", origin=ORIGIN_INGEST,
@@ -225,8 +235,8 @@ class DirectoryIngest(_Sync):
         if not root.is_dir():
             raise InvalidArgument(f"{path}: not a directory (rag ingest imports a directory tree)")
         root = root.resolve()
-        self.service._require_write(self.principal)
-        kb = self.service.knowledge_base(self.principal, kb_name, create=True)
+        self.service.access.require_write(self.principal)
+        kb = self.service.catalog.knowledge_base(self.principal, kb_name, create=True)
         report = IngestReport(knowledge_base=kb.name)
         files = _discover(root, report)
         items: list[_Item] = []
@@ -265,7 +275,7 @@ class DirectoryIngest(_Sync):
             progress("reading", i, len(files))
         self.apply(kb, str(root), items, report, progress)
         report.seconds = time.perf_counter() - started
-        self.service.record(self.principal, "ingest", kb.name, "ok" if not report.failed else "partial", report.summary())
+        self.service.activity.record(self.principal, "ingest", kb.name, "ok" if not report.failed else "partial", report.summary())
         return report
 
 
@@ -383,8 +393,8 @@ class RecordIngest(_Sync):
         self.provider = provider
         progress = progress or _noop
         started = time.perf_counter()
-        self.service._require_write(self.principal)
-        kb = self.service.knowledge_base(self.principal, kb_name, create=True)
+        self.service.access.require_write(self.principal)
+        kb = self.service.catalog.knowledge_base(self.principal, kb_name, create=True)
         report = IngestReport(knowledge_base=kb.name)
         items: list[_Item] = []
         for record in records:
@@ -403,5 +413,28 @@ class RecordIngest(_Sync):
             )
         self.apply(kb, f"{provider}:records", items, report, progress)
         report.seconds = time.perf_counter() - started
-        self.service.record(self.principal, "ingest_records", kb.name, "ok", report.summary())
+        self.service.activity.record(self.principal, "ingest_records", kb.name, "ok", report.summary())
         return report
+
+
+class Ingest:
+    """The ingestion part of the service: what the runs above need, given once."""
+
+    def __init__(self, db: Database, settings: Settings, access: Access, activity: ActivityLog, catalog: Catalog,
+                 edits: NodeEdits, publisher: Publisher) -> None:
+        self.db = db
+        self.settings = settings
+        self.access = access
+        self.activity = activity
+        self.catalog = catalog
+        self.edits = edits
+        self.publisher = publisher
+
+    def ingest_directory(self, principal: Principal, path: str | os.PathLike, kb_name: str | None = None,
+                         progress: IngestProgress | None = None) -> IngestReport:
+        """Into the default knowledge base unless one is named."""
+        return DirectoryIngest(self, principal).run(path, kb_name or self.settings.default_kb, progress)
+
+    def ingest_records(self, principal: Principal, records: Iterable[dict], kb_name: str, provider: str = "corpus",
+                       progress: IngestProgress | None = None) -> IngestReport:
+        return RecordIngest(self, principal).run(records, kb_name, provider, progress)

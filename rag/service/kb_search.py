@@ -13,18 +13,21 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 from rag.errors import InvalidArgument, NotFound, RagError, Unavailable
 from rag.retrieve.types import Hit, Scope
 from rag.service.checks import int_arg, name_key
-from rag.service.principal import ACCESS_FOLDERS, Principal
-from rag.service.tree import TreeAccess
-from rag.store.models import DOCUMENT, KnowledgeBase
+from rag.service.arguments import TOP_K_DEFAULT, TOP_K_MAX
+from rag.service.catalog import workspace_kbs
+from rag.service.principal import Principal
+from rag.service.search import check_query
 
 if TYPE_CHECKING:
-    from rag.retrieve.retriever import Retriever
+    from rag.service.access import Access
+    from rag.service.activity import ActivityLog
+    from rag.service.engines import Engines
+    from rag.store.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +36,6 @@ WORKSPACE_REQUIRED = "workspace_id is required when you belong to more than one 
 NO_KNOWLEDGE_BASE = "no knowledge base configured for this workspace"
 UNREACHABLE = "the knowledge base service is unreachable"
 UNEXPECTED = "this tool call could not be completed"  # what a surface says for anything unanticipated
-TOP_K_DEFAULT, TOP_K_MAX = 6, 50
 
 
 @dataclass
@@ -45,14 +47,14 @@ class KnowledgeBaseSearch:
     failed_knowledge_bases: list[dict[str, str]] = field(default_factory=list)  # {"id", "name"} of each
 
 
-class KnowledgeBaseSearchMixin(TreeAccess):
-    """A mixin of KnowledgeService."""
+class KnowledgeBaseSearches:
+    """search_knowledge_base, over the access policy and the retriever."""
 
-    if TYPE_CHECKING:
-        retriever: Retriever
-
-        @staticmethod
-        def _check_query(query: object) -> str: ...
+    def __init__(self, db: Database, access: Access, activity: ActivityLog, engines: Engines) -> None:
+        self.db = db
+        self.access = access
+        self.activity = activity
+        self.engines = engines
 
     def search_knowledge_base(
         self,
@@ -66,18 +68,18 @@ class KnowledgeBaseSearchMixin(TreeAccess):
         try:
             if query is None or (isinstance(query, str) and not query.strip()):
                 raise InvalidArgument(QUERY_REQUIRED)
-            query = self._check_query(query)
+            query = check_query(query)
             acting = principal.in_workspace(self._pick_workspace(principal, workspace_id))
-            self._reader(acting)  # no knowledge-base access fails, as every node tool does
+            self.access.reader(acting)  # no knowledge-base access fails, as every node tool does
             k = int_arg(top_k, "top_k", 1, TOP_K_MAX, default=TOP_K_DEFAULT)
             result = self._search_workspace(acting, query, kb_id, k)
         except RagError as exc:
-            self.record(acting, "search_knowledge_base", None, exc.code)
+            self.activity.record(acting, "search_knowledge_base", None, exc.code)
             raise
         except Exception:
-            self.record(acting, "search_knowledge_base", None, "error")
+            self.activity.record(acting, "search_knowledge_base", None, "error")
             raise
-        self.record(acting, "search_knowledge_base", kb_id if isinstance(kb_id, str) else None, "ok", {
+        self.activity.record(acting, "search_knowledge_base", kb_id if isinstance(kb_id, str) else None, "ok", {
             "results": len(result.hits), "failed": len(result.failed_knowledge_bases), "query_chars": len(query),
         })
         return result
@@ -99,22 +101,16 @@ class KnowledgeBaseSearchMixin(TreeAccess):
             raise InvalidArgument("`kb_id` must be a non-empty string")
         try:
             with self.db.session() as session:
-                kbs = list(session.scalars(
-                    select(KnowledgeBase)
-                    .where(KnowledgeBase.workspace_id == principal.workspace_id)
-                    .order_by(KnowledgeBase.created_at, KnowledgeBase.name)
-                ))
-                if not kbs:
-                    result.note = NO_KNOWLEDGE_BASE
-                    return result
-                documents: frozenset[str] | None = None
-                if principal.access == ACCESS_FOLDERS:
-                    # Only the knowledge bases that hold the caller's folders: a failure elsewhere
-                    # must not name a knowledge base it cannot see.
-                    roots = self._roots(session, principal)
-                    kbs = [kb for kb in kbs if kb.id in {r.kb_id for r in roots}]
-                    rows = self._subtree(session, [r.id for r in roots])
-                    documents = frozenset(r.id for r in rows if r.kind == DOCUMENT)
+                kbs = workspace_kbs(session, principal.workspace_id)
+            if not kbs:
+                result.note = NO_KNOWLEDGE_BASE
+                return result
+            # Only the knowledge bases the caller sees: a failure elsewhere must not name one it
+            # cannot see.
+            visible = {kb.id for kb in self.access.knowledge_bases(principal)}
+            kbs = [kb for kb in kbs if kb.id in visible]
+            with self.db.session() as session:
+                documents = self.access.visible_documents(session, principal)
         except SQLAlchemyError as exc:
             log.exception("listing the knowledge bases failed")
             raise Unavailable(UNREACHABLE) from exc
@@ -125,8 +121,8 @@ class KnowledgeBaseSearchMixin(TreeAccess):
                 raise NotFound("knowledge base not found")
         for kb in kbs:
             try:
-                result.hits += self._shown_hits(
-                    principal, self.retriever.retrieve(query, Scope(principal.workspace_id, (kb.id,), documents), k)
+                result.hits += self.access.shown_hits(
+                    principal, self.engines.retriever.retrieve(query, Scope(principal.workspace_id, (kb.id,), documents), k)
                 )
             except Exception:  # noqa: BLE001 - the document's rule: skip it, log it, go on with the others
                 log.exception("knowledge base %s failed during search_knowledge_base; skipped", kb.id)

@@ -14,8 +14,11 @@ from sqlalchemy import func, select, update
 from rag.errors import InvalidArgument, NotFound
 from rag.service.activity import recorded
 from rag.service.checks import MAX_NAME_CHARS, int_arg, is_id, text_arg
+from rag.service import tree
+from rag.service.access import NOT_FOUND
+from rag.service.arguments import DOCUMENTS_LIMIT_DEFAULT, DOCUMENTS_LIMIT_MAX, NAMES_LIMIT_DEFAULT, NAMES_LIMIT_MAX
 from rag.service.principal import Principal
-from rag.service.tree import NOT_FOUND, TreeAccess
+from rag.service.search import check_query
 from rag.service.views import (
     CurrentNode,
     DocumentHit,
@@ -30,36 +33,35 @@ from rag.service.views import (
 from rag.store.models import DOCUMENT, FOLDER, PUBLISHED, DocumentVersion, Node
 
 if TYPE_CHECKING:
-    from rag.retrieve.retriever import Retriever
-    from rag.retrieve.types import Scope
+    from rag.service.access import Access
+    from rag.service.activity import ActivityLog
+    from rag.service.engines import Engines
+    from rag.settings import Settings
+    from rag.store.db import Database
 
 log = logging.getLogger(__name__)
 
 MAX_TREE_NODES = 10_000  # a larger tree is cut, breadth first, and says so with `truncated`
-# The `limit` bounds of search_documents and search_nodes_by_name (the MCP schemas state them too).
-DOCUMENTS_LIMIT_DEFAULT, DOCUMENTS_LIMIT_MAX = 10, 25
-NAMES_LIMIT_DEFAULT, NAMES_LIMIT_MAX = 25, 100
 
 
-class NodeReads(TreeAccess):
-    """A mixin of KnowledgeService."""
-
-    if TYPE_CHECKING:
-        retriever: Retriever
-
-        def scope(self, principal: Principal, kb_name: str | None = None) -> Scope: ...
-        @staticmethod
-        def _check_query(query: object) -> str: ...
+class NodeReads:
+    def __init__(self, db: Database, settings: Settings, access: Access, activity: ActivityLog,
+                 engines: Engines) -> None:
+        self.db = db
+        self.settings = settings
+        self.access = access
+        self.activity = activity
+        self.engines = engines
 
     @recorded("search_documents", detail=("limit",), after=lambda hits: {"results": len(hits)})
     def search_documents(
         self, principal: Principal, query: str, limit: int = DOCUMENTS_LIMIT_DEFAULT
     ) -> list[DocumentHit]:
         """Hybrid search over published documents; each hit names the node get_document reads."""
-        self._reader(principal)
-        query = self._check_query(query)
+        self.access.reader(principal)
+        query = check_query(query)
         limit = int_arg(limit, "limit", 1, DOCUMENTS_LIMIT_MAX, default=DOCUMENTS_LIMIT_DEFAULT)
-        hits = self.retriever.retrieve(query, self.scope(principal), limit)
+        hits = self.engines.retriever.retrieve(query, self.access.scope(principal), limit)
         chars = self.settings.retrieve.excerpt_chars
         return [
             DocumentHit(h.node_id, h.title, h.kb_id, h.version, round(h.score, 6), list(h.retrievers),
@@ -71,9 +73,9 @@ class NodeReads(TreeAccess):
     def get_document(self, principal: Principal, node_id: str) -> DocumentView:
         """The published version of a document, whole; a draft-only document reads as not found.
         Each read counts one citation on the document."""
-        self._reader(principal)
+        self.access.reader(principal)
         with self.db.session() as session:
-            node = self._typed(session, principal, node_id, DOCUMENT)
+            node = self.access.typed(session, principal, node_id, DOCUMENT)
             version = session.scalar(
                 select(DocumentVersion).where(DocumentVersion.node_id == node.id, DocumentVersion.status == PUBLISHED)
             )
@@ -86,7 +88,7 @@ class NodeReads(TreeAccess):
                 .execution_options(synchronize_session=False)
             )
             count = session.scalar(select(Node.citation_count).where(Node.id == node.id))
-            parent_id = self._shown_parent(session, principal, node)
+            parent_id = self.access.shown_parent(session, principal, node)
         return DocumentView(
             node.id, node.name, parent_id, node.kb_id, node.summary, node.meta, version.number, version.body,
             version.published_at, node.updated_at, int(count or 0),
@@ -94,9 +96,9 @@ class NodeReads(TreeAccess):
 
     def versions(self, principal: Principal, node_id: str) -> list[DocumentVersion]:
         """Every version of a document (rows with bodies), newest first."""
-        self._reader(principal)
+        self.access.reader(principal)
         with self.db.session() as session:
-            node = self._typed(session, principal, node_id, DOCUMENT)
+            node = self.access.typed(session, principal, node_id, DOCUMENT)
             return list(
                 session.scalars(
                     select(DocumentVersion).where(DocumentVersion.node_id == node.id).order_by(DocumentVersion.number.desc())
@@ -111,56 +113,56 @@ class NodeReads(TreeAccess):
     @recorded("get_document_version", target="node_id", detail=("version_number",))
     def get_document_version(self, principal: Principal, node_id: str, version_number: int) -> VersionView:
         """One version by its 1-based number, with its body, whatever its status."""
-        self._reader(principal)
+        self.access.reader(principal)
         with self.db.session() as session:
-            node = self._typed(session, principal, node_id, DOCUMENT)
-            version = self._version(session, node, int_arg(version_number, "version_number", 1))
+            node = self.access.typed(session, principal, node_id, DOCUMENT)
+            version = tree.version(session, node, int_arg(version_number, "version_number", 1))
             return VersionView.of_body(node, version)
 
     @recorded("list_children", target="parent_id")
     def list_children(self, principal: Principal, parent_id: str) -> list[NodeInfo]:
         """A folder's immediate contents, folders first, then by name."""
-        self._reader(principal)
+        self.access.reader(principal)
         with self.db.session() as session:
-            parent = self._typed(session, principal, parent_id, FOLDER, "parent_id")
+            parent = self.access.typed(session, principal, parent_id, FOLDER, "parent_id")
             children = list(
                 session.scalars(select(Node).where(Node.parent_id == parent.id).order_by(Node.kind.desc(), Node.name_key))
             )
-            marks = self._version_marks(session, [c.id for c in children if c.kind == DOCUMENT])
+            marks = tree.version_marks(session, [c.id for c in children if c.kind == DOCUMENT])
         return [NodeInfo.of(c, *marks.get(c.id, (None, None))) for c in children]
 
     @recorded("get_folder_tree", target="root_id")
     def get_folder_tree(self, principal: Principal, root_id: str | None = None) -> FolderTree:
         """Names and structure only, from one folder or from every root the caller sees."""
-        self._reader(principal)
+        self.access.reader(principal)
         with self.db.session() as session:
             if root_id is None:
-                roots = self._roots(session, principal)
+                roots = self.access.roots(session, principal)
             else:
-                roots = [self._typed(session, principal, root_id, FOLDER, "root_id")]
-            rows = self._subtree(session, [r.id for r in roots])
+                roots = [self.access.typed(session, principal, root_id, FOLDER, "root_id")]
+            rows = tree.subtree(session, [r.id for r in roots])
         room = max(0, MAX_TREE_NODES - len(roots))
-        tree = FolderTree([TreeNode(r.id, r.name, FOLDER, []) for r in roots], truncated=len(rows) > room)
-        placed = {t.node_id: t for t in tree.roots}
+        folders = FolderTree([TreeNode(r.id, r.name, FOLDER, []) for r in roots], truncated=len(rows) > room)
+        placed = {t.node_id: t for t in folders.roots}
         for row in rows[:room]:  # breadth first: a cut keeps the upper levels whole
             item = TreeNode(row.id, row.name, row.kind, [] if row.kind == FOLDER else None)
             placed[row.id] = item
             placed[row.parent_id].children.append(item)  # type: ignore[index, union-attr]
-        return tree
+        return folders
 
     @recorded("search_nodes_by_name", detail=("limit",), after=lambda found: {"results": len(found)})
     def search_nodes_by_name(
         self, principal: Principal, query: str, limit: int = NAMES_LIMIT_DEFAULT
     ) -> list[NamedNode]:
         """Folders and documents whose name contains the query, ignoring case; shortest names first."""
-        self._reader(principal)
+        self.access.reader(principal)
         needle = " ".join(text_arg(query, "query").split()).casefold()
         if len(needle) > MAX_NAME_CHARS:
             raise InvalidArgument(f"`query` must be at most {MAX_NAME_CHARS} characters")
         limit = int_arg(limit, "limit", 1, NAMES_LIMIT_MAX, default=NAMES_LIMIT_DEFAULT)
         pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         with self.db.session() as session:
-            visible = self._visible_ids(session, principal)
+            visible = self.access.visible_ids(session, principal)
             stmt = (
                 select(Node)
                 .where(Node.workspace_id == principal.workspace_id, Node.name_key.like(pattern, escape="\\"))
@@ -172,8 +174,8 @@ class NodeReads(TreeAccess):
             for node in session.scalars(stmt):
                 if visible is not None and node.id not in visible:
                     continue
-                found.append(NamedNode(node.id, node.name, node.kind, self._shown_parent(session, principal, node),
-                                       node.kb_id, self._shown_path(session, principal, node)))
+                found.append(NamedNode(node.id, node.name, node.kind, self.access.shown_parent(session, principal, node),
+                                       node.kb_id, self.access.shown_path(session, principal, node)))
                 if len(found) == limit:
                     break
         return found
@@ -183,7 +185,7 @@ class NodeReads(TreeAccess):
         """The caller's top-level nodes: each knowledge base's root folder under All access, its own
         folders under folder access, an empty list without access (this one never refuses)."""
         with self.db.session() as session:
-            return [self._node_info(session, principal, node) for node in self._roots(session, principal)]
+            return [self.access.node_info(session, principal, node) for node in self.access.roots(session, principal)]
 
     @recorded("get_current_node")
     def get_current_node(self, principal: Principal, node_id: object = None) -> CurrentNode:

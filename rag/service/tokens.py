@@ -13,13 +13,15 @@ import logging
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from rag.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from rag.service.activity import recorded
+from rag.service.arguments import MAX_EXPIRY_DAYS, MAX_TOKEN_NAME_CHARS
+from rag.service.catalog import ensure_workspace
 from rag.service.checks import MAX_NAME_CHARS, id_arg, int_arg, lookup_name_arg, name_arg, name_key
 from rag.service.principal import (
     ACCESS_ALL,
@@ -46,6 +48,8 @@ from rag.store.models import (
 )
 
 if TYPE_CHECKING:
+    from rag.service.access import Access
+    from rag.service.activity import ActivityLog
     from rag.settings import Settings
     from rag.store.db import Database
 
@@ -54,7 +58,6 @@ log = logging.getLogger(__name__)
 TOKEN_PREFIX = "rag_"
 INVALID_TOKEN = "invalid or expired token"
 ONE_AUTHORIZATION = "send one Authorization header, not several"  # which would count? neither
-MAX_EXPIRY_DAYS = 3650
 LAST_USED_EVERY = timedelta(minutes=1)  # last_used_at is a hint, not worth a write per request
 
 
@@ -92,17 +95,16 @@ class TokenInfo(View):
         return self.revoked_at is None and (expires is None or expires > utcnow())
 
 
-class TokenMixin:
-    """A mixin of KnowledgeService. The token operations take no caller: the local CLI (whoever can
-    open RAG_HOME) administers tokens. A surface that lets a token holder do it passes `by`, which
-    must then be a person who is an admin of the workspace concerned."""
+class Tokens:
+    """The token operations take no caller: the local CLI (whoever can open RAG_HOME) administers
+    tokens. A surface that lets a token holder do it passes `by`, which must then be a person who
+    is an admin of the workspace concerned."""
 
-    if TYPE_CHECKING:
-        db: Database
-        settings: Settings
-
-        def ensure_workspace(self, workspace_id: str) -> Any: ...
-        def _require_role(self, principal: Principal, role: str) -> None: ...
+    def __init__(self, db: Database, settings: Settings, access: Access, activity: ActivityLog) -> None:
+        self.db = db
+        self.settings = settings
+        self.access = access
+        self.activity = activity
 
     # ----- the public operations -----
 
@@ -122,7 +124,7 @@ class TokenMixin:
         """A new token; returns (secret, info). The secret is never shown again. With principal_id,
         the token is another one of that principal, whose role in `workspace` becomes `role`."""
         actor = self._admin(by, workspace)  # before the workspace is made: a caller may not make one
-        self.ensure_workspace(workspace)
+        ensure_workspace(self.db, self.settings, workspace)
         return self._create_token(actor, workspace, role, scopes, access, folders, agent,
                                   expires_days, name, principal_id, by is None)
 
@@ -222,9 +224,8 @@ class TokenMixin:
         if by.is_agent:
             raise PermissionDenied("tokens are managed by people who are admins, never by agents")
         acting = by.in_workspace(workspace) if workspace else by
-        if acting.access != ACCESS_ALL:  # else a folder-scoped admin could mint itself a wider token
-            raise PermissionDenied("managing tokens needs knowledge-base access all")
-        self._require_role(acting, "admin")
+        self.access.require_all(acting, "managing tokens")  # else a folder-scoped admin could mint a wider token
+        self.access.require_role(acting, "admin")
         return acting
 
     @recorded("create_token", detail=("workspace", "role", "access", "agent", "expires_days"),
@@ -245,8 +246,8 @@ class TokenMixin:
         if (access == ACCESS_FOLDERS) != bool(folder_specs):
             raise InvalidArgument("folders are given with access 'folders', and access 'folders' needs folders")
         days = None if expires_days is None else int_arg(expires_days, "expires_days", 1, MAX_EXPIRY_DAYS)
-        if name is not None and (not isinstance(name, str) or not name.strip() or len(name) > 200):
-            raise InvalidArgument("`name` must be 1 to 200 characters")
+        if name is not None and (not isinstance(name, str) or not name.strip() or len(name) > MAX_TOKEN_NAME_CHARS):
+            raise InvalidArgument(f"`name` must be 1 to {MAX_TOKEN_NAME_CHARS} characters")
         if name is not None:
             name = name_arg(name, "token")  # it becomes the actor's name in the activity history
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)

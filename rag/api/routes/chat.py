@@ -19,10 +19,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from rag.api.auth import Caller, Service
 from rag.api.errors import ERROR_RESPONSES, ModelNotFound
-from rag.api.kbs import find_knowledge_base, visible_knowledge_bases
 from rag.api.openai_schemas import ChatCompletion, ChatCompletionRequest, ChatMessage, ModelCard, ModelList
 from rag.api.sse import event_stream, guarded, json_data, ref, sse, stream_doc
-from rag.errors import InvalidArgument
+from rag.errors import InvalidArgument, NotFound
 from rag.render import answer_response, source_payload, sources_text
 from rag.service import KnowledgeService, Principal
 from rag.store.models import KnowledgeBase
@@ -85,10 +84,10 @@ def conversation(messages: list[ChatMessage]) -> tuple[str, list[dict[str, str]]
 
 
 def _knowledge_base(svc: KnowledgeService, principal: Principal, model: str) -> KnowledgeBase:
-    found = find_knowledge_base(svc, principal, model)
-    if found is None:
-        raise ModelNotFound(f"The model '{model}' does not exist or you do not have access to it.")
-    return found
+    try:
+        return svc.resolve_kb(principal, model)
+    except NotFound:
+        raise ModelNotFound(f"The model '{model}' does not exist or you do not have access to it.") from None
 
 
 def _ask(call: Any, *args: Any, **kwargs: Any) -> Any:
@@ -153,8 +152,7 @@ def _card(model_id: str, kb: KnowledgeBase) -> dict[str, Any]:
 @router.get("/models", response_model=ModelList, summary="The caller's knowledge bases, as models")
 def list_models(svc: Service, principal: Caller) -> JSONResponse:
     """The default knowledge base as `default`, then every other one the token can see, by name."""
-    visible = visible_knowledge_bases(svc, principal)
-    svc.record(principal, "list_models", None, "ok", {"results": len(visible)})
+    visible = svc.list_models(principal)
     return JSONResponse({"object": "list", "data": [_card(model_id, kb) for model_id, kb in visible.items()]})
 
 

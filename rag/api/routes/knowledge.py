@@ -10,13 +10,10 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from rag.api.auth import Caller, Service
 from rag.api.errors import ERROR_RESPONSES
-from rag.api.kbs import find_knowledge_base
 from rag.api.schemas import AskRequest, AskResponse, SearchRequest, SearchResponse
 from rag.api.sse import event_stream, guarded, json_data, ref, sse, stream_doc, wants_stream
-from rag.errors import NotFound
 from rag.render import answer_response, search_response, source_payload
-from rag.service import KnowledgeService, Principal
-from rag.service.core import clamp_limit
+from rag.service.arguments import SEARCH
 from rag.synthesize.types import AnswerEvent
 
 router = APIRouter(prefix="/v1", tags=["search and answers"], responses=ERROR_RESPONSES)
@@ -39,26 +36,19 @@ _ASK_EVENT = {
 }
 
 
-def kb_name(svc: KnowledgeService, principal: Principal, kb: str | None) -> str | None:
-    """The knowledge base a request names, if the caller can see it; else not found, as if missing."""
-    if kb is None:
-        return None
-    found = find_knowledge_base(svc, principal, kb)
-    if found is None:
-        raise NotFound("knowledge base not found")
-    return found.name
-
-
-@router.post("/search", response_model=SearchResponse, summary="Hybrid search (search_knowledge)")
+@router.post("/search", response_model=SearchResponse, operation_id="search",
+             summary="Hybrid search (search_knowledge)")
 def search(body: SearchRequest, svc: Service, principal: Caller) -> JSONResponse:
     """Ranked excerpts of published documents, best first, fused from the vector and full-text lanes."""
-    result = svc.search(principal, body.query, clamp_limit(body.limit), kb_name=kb_name(svc, principal, body.kb))
+    limit = SEARCH["limit"].clamp(body.limit)  # search_knowledge's rule: clamped, never refused
+    # `kb` as sent: the service resolves it (a missing base and one out of sight read alike)
+    result = svc.search(principal, body.query, limit, kb_name=body.kb)
     payload, text = search_response(body.query, result.hits, svc.settings.retrieve.excerpt_chars)
     return JSONResponse(payload | {"text": text})
 
 
 @router.post(
-    "/ask", response_model=AskResponse, summary="A cited answer (ask_knowledge)",
+    "/ask", response_model=AskResponse, operation_id="ask", summary="A cited answer (ask_knowledge)",
     responses={200: stream_doc(_ASK_EVENT, _SSE_DOC)},
 )
 def ask(
@@ -66,8 +56,8 @@ def ask(
 ) -> JSONResponse | StreamingResponse:
     """An answer from the published documents that cites them as [n], with its sources in citation order.
     When nothing relevant is found, the answer says so and cites nothing."""
-    history = [m.model_dump() for m in body.history] if body.history is not None else None
-    kb = kb_name(svc, principal, body.kb)
+    history = body.history  # as sent: the service checks each message
+    kb = body.kb  # as sent: the service resolves it
     chars = svc.settings.retrieve.excerpt_chars
     if not wants_stream(body.stream, accept):
         payload, text = answer_response(svc.ask(principal, body.query, kb_name=kb, history=history), chars)
