@@ -180,8 +180,9 @@ def profile_stages(svc: Any, principal: Any, warmup: Sequence[str], queries: Seq
     """svc.search taken apart: each stage timed alone on the same queries, plus what-if variants.
 
     The what-ifs are plain SQL / Chroma calls written here, so they keep working as rag/ changes."""
-    from rag.retrieve.fusion import reciprocal_rank_fusion
-    from rag.retrieve.keyword import match_expression, query_terms
+    from rag.retrieve.keyword import match_expression
+    from rag.retrieve.text import query_terms
+    from rag.retrieve.types import Query
 
     retriever, scope = svc.retriever, svc.scope(principal)
     depth = retriever.settings.candidates
@@ -212,15 +213,15 @@ def profile_stages(svc: Any, principal: Any, warmup: Sequence[str], queries: Seq
 
     with svc.db.session() as session:
         found = {q: retriever.lane_hits(session, q, scope, depth) for q in everything}
-        fused = {q: reciprocal_rank_fusion(found[q], retriever.weights)[:10] for q in found}
-        raw_ids = {q: [h.chunk_id for h in svc.vector.search(vectors[q], scope, depth + 16)] for q in everything}
+        fused = {q: retriever.index.fuse(found[q])[:10] for q in found}
+        raw_ids = {q: [h.chunk_id for h in svc.vector.nearest(vectors[q], scope, depth + 16)] for q in everything}
         stages: dict[str, Callable[[str], object]] = {
             "scope()": lambda q: svc.scope(principal),
             "embed_query": lambda q: svc.embedder.embed_query(q),
-            f"chroma search, {len(scope.kb_ids)} kbs in scope (k={depth + 16})": lambda q: svc.vector.search(vectors[q], scope, depth + 16),
+            f"chroma search, {len(scope.kb_ids)} kbs in scope (k={depth + 16})": lambda q: svc.vector.nearest(vectors[q], scope, depth + 16),
             "  what-if: one query with a kb where-filter": where_filtered,
             "published-ids check (k ids)": lambda q: published_ids(session, raw_ids[q]),
-            f"keyword lane search (k={depth})": lambda q: svc.keyword.search(session, q, scope, depth),
+            f"keyword lane search (k={depth})": lambda q: svc.keyword.search(session, Query(q), scope, depth),
             "  what-if: FTS5 OR ranked alone": sql("SELECT rowid, rank FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?", depth),
             "  what-if: FTS5 OR + joins, exact scope": sql(
                 "SELECT f.rowid, bm25(chunk_fts) AS r FROM chunk_fts AS f JOIN chunks AS c ON c.id = f.rowid "
@@ -231,7 +232,7 @@ def profile_stages(svc: Any, principal: Any, warmup: Sequence[str], queries: Seq
             "  what-if: FTS5 AND of the terms": lambda q: raw_conn.execute(
                 "SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?",
                 (" AND ".join(f'"{t}"' for t in query_terms(q)), depth)).fetchall() if q in matches else [],
-            "fusion": lambda q: reciprocal_rank_fusion(found[q], retriever.weights)[:10],
+            "fusion": lambda q: retriever.index.fuse(found[q])[:10],
             "hydrate 10 hits": lambda q: retriever._hydrate(session, fused[q]),
             "record activity": lambda q: svc.record(principal, "search", None, "ok", {"results": 10}),
         }

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evals.beir import _jsonl
+from evals.beir import BeirDataset, _jsonl
 
 YES_NO = {"yes", "no"}
 
@@ -64,6 +64,17 @@ def load_qa(path: str | Path, limit: int | None = None) -> QADataset:
         gold = [str(g) for g in q.get("gold_passage_ids") or []]
         questions.append(Question(str(q["_id"]), q["question"], answers, gold, yes_no))
     return QADataset(root, corpus, questions[:limit] if limit is not None else questions)
+
+
+def load_qa_as_beir(path: str | Path, limit: int | None = None) -> BeirDataset:
+    """A question-answering dataset as a retrieval benchmark: each question with gold passages is a
+    query, and its gold passages are its relevant documents (grade 1). HotpotQA's two gold
+    paragraphs per question make nDCG@10 and Recall@10 there a measure of finding both hops."""
+    dataset = load_qa(path, limit)
+    scored = [q for q in dataset.questions if q.gold]
+    queries = {q.id: q.question for q in scored}
+    qrels = {q.id: {gold: 1 for gold in q.gold} for q in scored}
+    return BeirDataset(dataset.path, "questions", dataset.corpus, queries, qrels)
 
 
 def make_unanswerable(dataset: QADataset, fraction: float, seed: int) -> list[str]:

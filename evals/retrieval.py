@@ -1,8 +1,11 @@
-"""Retrieval quality on a BEIR-layout dataset: our text, vector and hybrid lanes, and peers.
+"""Retrieval quality on a BEIR-layout dataset: each lane of the search index alone, the hybrid
+(every lane, fused and reranked as the service does), and peers.
 
 The corpus is ingested through `KnowledgeService.ingest_records` (one document per record) and
 every query goes to the retriever stage itself (`svc.retriever.retrieve`), not to `svc.search`,
 which would write an activity row per query. Hits are chunks; a document ranks at its best chunk.
+A question-answering dataset (HotpotQA's layout: corpus.jsonl and questions.jsonl) is scored the
+same way, its gold passages being the relevant documents.
 """
 
 from __future__ import annotations
@@ -28,14 +31,14 @@ from rich.progress import (
 )
 
 from evals.beir import BeirDataset, load_beir
-from evals.qa import QADataset
+from evals.qa import QADataset, load_qa_as_beir
 from evals.metrics import evaluate
 from rag.models.embed import Embedder
 from rag.retrieve.types import Hit, LaneHit, Scope
 from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
 
-LANES: dict[str, tuple[str, ...]] = {"text": ("text",), "vector": ("vector",), "hybrid": ("vector", "text")}
+HYBRID = "hybrid"  # every lane of the search index, as a search uses them
 DEPTH = 300  # chunks asked of each lane and kept after fusion: enough for 100 distinct documents
 TOP = 100  # documents per query that the metrics see
 WORKSPACE = "default"
@@ -44,6 +47,18 @@ WORKSPACE = "default"
 def default_embed_cache() -> Path:
     """RAG_EMBED_CACHE when set, else the user's cache directory (shared by every eval run)."""
     return Settings().embed_cache or Path(platformdirs.user_cache_dir("rag", appauthor=False)) / "embeddings.sqlite"
+
+
+def systems(lanes: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """What an eval scores: each lane alone, and the hybrid of them all."""
+    return {**{name: (name,) for name in lanes}, HYBRID: tuple(lanes)}
+
+
+def load_dataset(path: Path, split: str = "test", limit: int | None = None) -> BeirDataset:
+    """A BEIR-layout directory, or a question-answering one (questions.jsonl) scored by its gold passages."""
+    if (Path(path) / "questions.jsonl").is_file() and not (Path(path) / "queries.jsonl").is_file():
+        return load_qa_as_beir(path, limit)
+    return load_beir(path, split, limit)
 
 
 def corpus_id(source_id: str) -> str:
@@ -89,17 +104,21 @@ class Bench:
     scope: Scope
     embedder: QueryMemo
 
-    def retrieve(self, query: str, lanes: Sequence[str], depth: int = DEPTH) -> list[Hit]:
+    @property
+    def lanes(self) -> list[str]:
+        """The search index's lanes, in its order."""
+        return list(self.service.index.lanes)
+
+    def retrieve(self, query: str, lanes: Sequence[str] | None, depth: int = DEPTH) -> list[Hit]:
         return self.service.retriever.retrieve(query, self.scope, k=depth, lanes=lanes, depth=depth)
 
     def lane_rankings(self, query: str, depth: int = DEPTH) -> tuple[dict[str, list[LaneHit]], dict[int, str]]:
         """Each lane's own chunk ranking (for re-fusion), and the corpus id of every chunk in them."""
         lanes: dict[str, list[LaneHit]] = {}
         chunk_doc: dict[int, str] = {}
-        for lane in ("vector", "text"):
+        for lane in self.lanes:
             hits = self.retrieve(query, (lane,), depth)
-            score = (lambda h: h.vector_similarity) if lane == "vector" else (lambda h: h.text_score)
-            lanes[lane] = [LaneHit(h.chunk_id, float(score(h) or 0.0)) for h in hits]
+            lanes[lane] = [LaneHit(h.chunk_id, float(h.lane_scores.get(lane, 0.0))) for h in hits]
             chunk_doc.update((h.chunk_id, corpus_id(h.source_id)) for h in hits)
         return lanes, chunk_doc
 
@@ -170,13 +189,14 @@ def run_retrieval_eval(options: EvalOptions, console: Console | None = None) -> 
 
     started = time.perf_counter()
     console = console or Console(stderr=True)
-    dataset = load_beir(options.dataset, options.split, options.limit)
-    runs: dict[str, dict[str, list[str]]] = {name: {} for name in LANES}
+    dataset = load_dataset(options.dataset, options.split, options.limit)
     peer_runs: dict[str, dict[str, list[str]]] = {}
     with ExitStack() as stack, progress_bar(console) as progress:
         home = eval_home(stack, options.home)
         bench = open_bench(dataset, home, progress, settings=eval_settings(home, options.embed_cache, options.database_url))
         stack.callback(bench.service.close)
+        scored = systems(bench.lanes)
+        runs: dict[str, dict[str, list[str]]] = {name: {} for name in scored}
         peers: list[tuple[str, Callable[[str], list[str]]]] = []
         if options.peers:
             progress.console.print(f"peer bm25s: indexing (stemmer: {bm25s_stemmer_name()})")
@@ -187,18 +207,20 @@ def run_retrieval_eval(options: EvalOptions, console: Console | None = None) -> 
             )
             peers = [(bm25.name, lambda q: bm25.search(q, TOP)), (llama.name, llama.search)]
         for qid, query in _loop(progress, "queries", list(dataset.queries.items())):
-            for name, lanes in LANES.items():
-                runs[name][qid] = documents(bench.retrieve(query, lanes))
+            for name, lanes in scored.items():
+                runs[name][qid] = documents(bench.retrieve(query, None if name == HYBRID else lanes))
             for name, search in peers:
                 peer_runs.setdefault(name, {})[qid] = search(query)[:TOP]
         settings = bench.service.settings
-    result: dict = {"dataset": dataset.name, "split": dataset.split, "queries": len(dataset.queries)}
-    for name in ("hybrid", "text", "vector"):
+    result: dict = {"dataset": dataset.name, "split": dataset.split, "queries": len(dataset.queries),
+                    "lanes": list(scored[HYBRID])}
+    for name in (HYBRID, *scored[HYBRID]):
         result[name] = evaluate(runs[name], dataset.qrels)
     result["peers"] = {name: evaluate(run, dataset.qrels) for name, run in peer_runs.items()}
     result["settings"] = {
-        "vector_weight": settings.retrieve.vector_weight,
+        "weights": {name: settings.retrieve.weights.get(name, 1.0) for name in scored[HYBRID]},
         "rrf_k": settings.retrieve.rrf_k,
+        "rerank": settings.retrieve.rerank,
         "chunk_size": settings.index.chunk_size,
     }
     short = {name: sum(len(r) < TOP for r in run.values()) for name, run in runs.items()}

@@ -27,7 +27,7 @@ def _table(result: dict) -> Table:
     table.add_column("system")
     table.add_column("nDCG@10", justify="right")
     table.add_column("Recall@100", justify="right")
-    rows = [(f"rag {name}", result[name]) for name in ("text", "vector", "hybrid")]
+    rows = [(f"rag {name}", result[name]) for name in (*result["lanes"], "hybrid")]
     rows += [(f"peer {name}", scores) for name, scores in result["peers"].items()]
     for label, scores in rows:
         style = "bold" if label == "rag hybrid" else None
@@ -37,16 +37,20 @@ def _table(result: dict) -> Table:
 
 def _footer(result: dict) -> str:
     s = result["settings"]
+    weights = ", ".join(f"{name} {weight}" for name, weight in s["weights"].items())
     return (
-        f"vector_weight {s['vector_weight']}, rrf_k {s['rrf_k']}, chunk_size {s['chunk_size']}; "
+        f"weights {weights}, rrf_k {s['rrf_k']}, rerank {s['rerank']}, chunk_size {s['chunk_size']}; "
         f"{result['seconds']:.0f} s"
     )
 
 
 @eval_app.command("retrieval")
 def retrieval(
-    dataset: Path = typer.Option(..., "--dataset", exists=True, file_okay=False, help="A BEIR-layout directory."),
-    split: str = typer.Option("test", "--split", help="Which qrels/<split>.tsv to score."),
+    dataset: Path = typer.Option(
+        ..., "--dataset", exists=True, file_okay=False,
+        help="A BEIR-layout directory, or a HotpotQA-layout one (its gold passages are the relevant documents).",
+    ),
+    split: str = typer.Option("test", "--split", help="Which qrels/<split>.tsv to score (BEIR layout)."),
     peers: bool = typer.Option(True, "--peers/--no-peers", help="Also run bm25s and LlamaIndex+Chroma."),
     home: Optional[Path] = typer.Option(None, "--home", help="Keep the ingested store here (default: a temp dir)."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Score only the first N queries."),
@@ -56,7 +60,7 @@ def retrieval(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """nDCG@10 and Recall@100 of the keyword lane, the vector lane and the hybrid, with peers."""
+    """nDCG@10 and Recall@100 of each lane of the search index, and of the hybrid, with peers."""
     from evals.retrieval import EvalOptions, run_retrieval_eval
 
     try:

@@ -2,14 +2,14 @@
 
 Flat names for what a deployment sets (``RAG_HOME``, ``RAG_DATABASE_URL``, ``RAG_CHROMA_URL``,
 ``RAG_LLM_MODEL``, ``RAG_EMBED_MODEL``); nested models for tuning, set with a double underscore
-(``RAG_INDEX__CHUNK_SIZE=300``, ``RAG_RETRIEVE__VECTOR_WEIGHT=1.2``).
+(``RAG_INDEX__CHUNK_SIZE=300``, ``RAG_RETRIEVE__WEIGHTS__TEXT=1.0``).
 """
 
 from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, Field, SecretStr, model_validator
@@ -35,14 +35,37 @@ class IndexSettings(BaseModel):
         return self
 
 
-class RetrieveSettings(BaseModel):
-    """The retriever stage: lanes and reciprocal rank fusion."""
+LANE_WEIGHTS = {"vector": 0.8, "text": 1.2}
 
+
+class RetrieveSettings(BaseModel):
+    """The retriever stage: the search index's lanes, reciprocal rank fusion, the step after it."""
+
+    lanes: list[Literal["vector", "text"]] = Field(
+        default_factory=lambda: ["vector", "text"], min_length=1,
+        description="The lanes of the search index, in order (rag/retrieve/index.py builds them). A lane added "
+        "to a store that has chunks is filled by the next writer that opens it.",
+    )
     rrf_k: int = Field(60, ge=1)
-    # Lane weights sum to 2, so first place in both lanes still scores 1/61 + 1/61. 0.8 (text 1.2)
-    # is the best on SciFact's train queries (evals/tune_fusion.py); the curve is flat from 0.5 to
-    # 1.0, see docs/benchmarks.md.
-    vector_weight: float = Field(0.8, ge=0.0, le=2.0)
+    # The default weights sum to 2, so first place in both lanes still scores 1/61 + 1/61. Vector 0.8
+    # (text 1.2) is the best on SciFact's train queries (evals/tune_fusion.py), for reciprocal rank
+    # fusion and for score fusion alike; the curve is flat from 0.5 to 1.0, see docs/benchmarks.md.
+    weights: dict[str, float] = Field(
+        default_factory=lambda: dict(LANE_WEIGHTS),
+        description="How much each lane counts, by name: its weight in reciprocal rank fusion and in score fusion "
+        "(JSON, or one lane at a time: RAG_RETRIEVE__WEIGHTS__TEXT=1.0); a lane not named keeps its default "
+        "weight, 1.0 for a lane without one.",
+    )
+    vector_weight: float | None = Field(
+        None, ge=0.0, le=2.0,
+        description="Deprecated, kept for existing deployments: sets the vector lane's weight to it and the text "
+        "lane's to 2 minus it, as before the weights mapping (a lane named in `weights` wins).",
+    )
+    rerank: Literal["scores", "none"] = Field(
+        "scores",
+        description="The step after fusion: `scores` orders the fused candidates by the lanes' own scores, each "
+        "standardised over the candidates (rag/retrieve/rerank.py); `none` keeps reciprocal rank fusion's order.",
+    )
     candidates: int = Field(100, ge=1, le=1000, description="Hits each lane contributes to fusion.")
     keyword_engine: Literal["tantivy", "fts5"] = Field(
         "tantivy",
@@ -56,9 +79,30 @@ class RetrieveSettings(BaseModel):
     )
     excerpt_chars: int = Field(2000, ge=100)
 
-    @property
-    def text_weight(self) -> float:
-        return 2.0 - self.vector_weight
+    @model_validator(mode="before")
+    @classmethod
+    def _lane_weights(cls, data: Any) -> Any:
+        """The weights given are laid over the defaults (and the deprecated vector_weight), so that
+        setting one lane's weight (`RAG_RETRIEVE__WEIGHTS__TEXT`) keeps the others'."""
+        if not isinstance(data, dict):
+            return data
+        given = data.get("weights") or {}
+        if not isinstance(given, dict):
+            return data  # not a mapping: the field's own validation says so
+        weights = dict(LANE_WEIGHTS)
+        legacy = data.get("vector_weight")
+        if legacy is not None:
+            try:
+                weights.update(vector=float(legacy), text=2.0 - float(legacy))
+            except (TypeError, ValueError):
+                pass  # the field's own validation says so
+        return {**data, "weights": {**weights, **given}}
+
+    @model_validator(mode="after")
+    def _weights_not_negative(self) -> "RetrieveSettings":
+        if any(w < 0 for w in self.weights.values()):
+            raise ValueError("retrieve.weights must not be negative")
+        return self
 
 
 class LLMSettings(BaseModel):
@@ -152,7 +196,3 @@ class Settings(BaseSettings):
     @property
     def embed_cache_path(self) -> Path:
         return self.embed_cache or self.home / "embeddings.sqlite"
-
-
-def get_settings(**overrides: object) -> Settings:
-    return Settings(**overrides)  # type: ignore[arg-type]

@@ -26,6 +26,7 @@ def test_everyday_questions_find_the_right_page(handbook, question, expected):
 
 
 def test_scores_are_the_fused_rank_score(handbook):
+    """Score fusion reorders the candidates and keeps fusion's scale (rag/retrieve/rerank.py)."""
     hits = handbook.search(Principal.local_admin("default"), "annual leave carry over 240 hours", 10).hits
     assert hits[0].score <= 2 / 61 + 1e-12
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
@@ -55,12 +56,14 @@ def test_both_keyword_engines_find_the_right_page(handbook, handbook_fts5, quest
 
 @pytest.mark.parametrize("question", [q for q, _ in QUESTIONS])
 def test_keyword_fast_path_ranks_like_the_exact_in_scope_query(handbook_fts5, question):
-    from rag.retrieve.keyword import match_expression, query_terms
+    from rag.retrieve.keyword import match_expression
+    from rag.retrieve.text import query_terms
+    from rag.retrieve.types import Query
 
     handbook = handbook_fts5
     scope = handbook.scope(Principal.local_admin("default"))
     with handbook.db.session() as session:
-        fast = handbook.keyword.search(session, question, scope, 20)
+        fast = handbook.keyword.search(session, Query(question), scope, 20)
         terms = handbook.keyword.prune(session, query_terms(question))
         exact = handbook.keyword._search_in_scope(session, match_expression(terms), scope, 20)
     assert [h.chunk_id for h in fast] == [h.chunk_id for h in exact]

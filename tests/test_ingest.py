@@ -113,7 +113,7 @@ def test_ingest_never_touches_api_documents_and_keeps_edits_until_the_file_chang
 
 
 def test_fts5_keyword_lane_leaves_out_words_most_chunks_contain(tmp_path):
-    from rag.retrieve.keyword import query_terms
+    from rag.retrieve.text import query_terms
     from rag.service import KnowledgeService, Principal
     from rag.settings import Settings
 

@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from rag.cli import app
+from rag.retrieve.lanes import ChunkSource
 from rag.retrieve.tantivy_lane import TantivyKeywordLane, is_damage
 from rag.retrieve.types import Scope
 from rag.service import KnowledgeService, Principal
@@ -161,7 +162,7 @@ def test_damage_that_a_query_finds_is_repaired_and_the_query_answered(tmp_path):
     term.write_bytes(bytes(data))
 
     lane = TantivyKeywordLane(path)
-    lane.attach(lambda session: iter(ROWS))
+    lane.attach(ChunkSource(db=None, rows=lambda session, ids: iter(ROWS), embed=None))  # type: ignore[arg-type]
     assert not lane.stale, "this damage should pass the probe on opening"
     failing = [word for word in expected if _fails(lane, word)]
     assert failing, "the damaged term dictionary should fail some query"

@@ -177,7 +177,7 @@ def test_a_publish_interrupted_by_a_killed_worker_is_finished_by_another(workers
             kb_id = session.get(DocumentVersion, v2.id).node.kb_id
             chunks = session.scalar(select(func.count()).where(Chunk.version_id == v2.id))
             total = session.scalar(select(func.count()).where(Chunk.kb_id == kb_id))
-        assert chunks == len(taker.chunker.chunk(edit(7)))  # indexed once: the dead attempt's chunks were dropped
+        assert chunks == len(taker.publisher.chunker.chunk(edit(7)))  # indexed once: the dead attempt's chunks were dropped
         assert total == chunks and taker.vector.count(kb_id) == chunks
         assert [h.version for h in taker.search(ADMIN, "kiwi rota room 107", 3).hits] == [2]
     finally:

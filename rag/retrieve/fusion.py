@@ -1,7 +1,9 @@
 """Reciprocal rank fusion: score = sum over lanes of weight / (k + rank), ranks 1-based.
 
-With k = 60 and weights that sum to 2 (1 and 1 by default), a chunk ranked first in both lanes
-scores 1/61 + 1/61 ≈ 0.0328. The score depends on ranks only, never on the lanes' raw scores.
+The weights are keyed by lane name (`RetrieveSettings.weights`; a lane without one weighs 1). With
+k = 60 and weights that sum to 2 (vector 0.8, text 1.2 by default), a chunk ranked first in both
+lanes scores 0.8/61 + 1.2/61 ≈ 0.0328. The score depends on ranks only, never on the lanes' raw
+scores; each lane's score is kept beside it, for what comes after fusion.
 """
 
 from __future__ import annotations

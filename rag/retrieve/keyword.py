@@ -2,41 +2,25 @@
 
 Only chunks of published versions are ranked, and the scope (knowledge bases, and for a folder
 scope the documents under it) is applied inside the query, so top-k fills with in-scope hits.
+Both live in the store (`in_store`): their tables are written in the transaction that writes the
+chunk rows.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import time
-from functools import lru_cache
-from typing import Iterable, Protocol, Sequence
+from typing import Iterable, Sequence
 
+import numpy as np
 from sqlalchemy import bindparam, text
 from sqlalchemy.orm import Session
 
+from rag.retrieve.lanes import ChunkRef, ChunkSource
 from rag.retrieve.published import widen_until_full
-from rag.retrieve.types import LaneHit, Scope
-
-# A short English stop list: these words only make the OR query slower and noisier.
-STOPWORDS = frozenset(
-    """a about above after again all also am an and any are as at be been before being below between both but by
-    can could did do does doing down during each few for from further had has have having he her here hers him his
-    how i if in into is it its itself just me more most my no nor not now of off on once only or other our ours out
-    over own same she should so some such than that the their theirs them then there these they this those through
-    to too under until up very was we were what when where which while who whom why will with would you your yours
-    yourself""".split()
-)
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def query_terms(query: str, max_terms: int = 32) -> list[str]:
-    """Distinct lower-case terms of the query, stop words removed, in order of first appearance."""
-    seen: dict[str, None] = {}
-    for word in _WORD.findall(query.lower()):
-        if word not in STOPWORDS and word not in seen:
-            seen[word] = None
-    return list(seen)[:max_terms]
+from rag.retrieve.text import porter_stem, query_terms
+from rag.retrieve.types import IndexRow, LaneHit, Query, Scope
+from rag.store.db import Database
 
 
 def match_expression(terms: Sequence[str]) -> str:
@@ -44,52 +28,82 @@ def match_expression(terms: Sequence[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
-class KeywordLane(Protocol):
-    name: str
-
-    def add(self, session: Session, rows: Sequence[tuple[int, str, str, str]]) -> None:
-        """Rows of (chunk id, indexed text, knowledge base id, node id)."""
-
-    def delete(self, session: Session, chunk_ids: Sequence[int]) -> None: ...
-
-    def search(self, session: Session, query: str, scope: Scope, k: int) -> list[LaneHit]: ...
-
-
 class _IndexTable:
-    """Rows of the lane's own index table, keyed by chunk id."""
+    """A lane whose index is a table of the store keyed by chunk id (FTS5's chunk_fts, PostgreSQL's
+    chunk_tsv), written in the caller's transaction."""
 
     name = "text"
+    in_store = True
+    uses_vectors = False
+    table = ""
+    id_column = ""  # the chunk id in the table
     insert_sql = ""
     delete_sql = ""
 
-    def add(self, session: Session, rows: Sequence[tuple[int, str, str, str]]) -> None:
+    def __init__(self, db: Database, max_df: float = 1.0) -> None:
+        self.db = db
+        self.max_df = max_df
+
+    def add(self, session: Session | None, rows: Sequence[IndexRow], vectors: np.ndarray | None = None) -> None:
         if rows:
+            assert session is not None, "a lane in the store writes in the chunk rows' transaction"
             session.execute(text(self.insert_sql), [{"id": row[0], "text": row[1]} for row in rows])
 
-    def delete(self, session: Session, chunk_ids: Sequence[int]) -> None:
-        ids = list(chunk_ids)
+    def delete(self, session: Session | None, chunks: Sequence[ChunkRef]) -> None:
+        ids = [chunk_id for chunk_id, _ in chunks]
         for i in range(0, len(ids), 500):
+            assert session is not None, "a lane in the store writes in the chunk rows' transaction"
             session.execute(
                 text(self.delete_sql).bindparams(bindparam("ids", expanding=True)), {"ids": ids[i:i + 500]}
             )
 
+    def move(self, session: Session | None, rows: Sequence[IndexRow], from_kb: str) -> None:
+        # PostgreSQL's postings carry the chunk's knowledge base, taken when the row is written.
+        self.delete(session, [(row[0], from_kb) for row in rows])
+        self.add(session, rows)
+
+    def count(self, kb_id: str | None = None) -> int:
+        with self.db.session() as session:
+            if kb_id is None:
+                return int(session.scalar(text(f"SELECT count(*) FROM {self.table}")) or 0)
+            return int(session.scalar(text(
+                f"SELECT count(*) FROM {self.table} AS i JOIN chunks AS c ON c.id = i.{self.id_column} "
+                "WHERE c.kb_id = :kb"
+            ), {"kb": kb_id}) or 0)
+
+    def health(self) -> None:
+        with self.db.session() as session:
+            session.execute(text(f"SELECT {self.id_column} FROM {self.table} LIMIT 1")).all()
+
+    def attach(self, source: ChunkSource) -> None:
+        pass  # in the store's transactions: nothing to repair between reconciles
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
 
 class SqliteKeywordLane(_IndexTable):
+    engine = "sqlite fts5"
+    table, id_column = "chunk_fts", "rowid"
     insert_sql = "INSERT INTO chunk_fts (rowid, text) VALUES (:id, :text)"
     delete_sql = "DELETE FROM chunk_fts WHERE rowid IN :ids"
 
-    def count(self, session: Session) -> int:
-        return int(session.scalar(text("SELECT count(*) FROM chunk_fts")) or 0)
+    def __init__(self, db: Database, max_df: float = 1.0) -> None:
+        super().__init__(db, max_df)
+        self._total: tuple[float, int] = (0.0, 0)
 
     def fingerprint(self, session: Session) -> tuple[int, int]:
         """(rows, sum of chunk ids): a replaced chunk changes it even when the count stays."""
         count, total = session.execute(text("SELECT count(*), coalesce(sum(rowid), 0) FROM chunk_fts")).one()
         return int(count), int(total)
 
-    def rebuild(self, session: Session, rows: Iterable[tuple[int, str, str, str]]) -> int:
+    def rebuild(self, session: Session, rows: Iterable[IndexRow]) -> int:
         """Refill the FTS5 table (after the tantivy engine was used on this store, say)."""
         session.execute(text("DELETE FROM chunk_fts"))
-        batch: list[tuple[int, str, str, str]] = []
+        batch: list[IndexRow] = []
         written = 0
         for row in rows:
             batch.append(row)
@@ -99,9 +113,13 @@ class SqliteKeywordLane(_IndexTable):
         self.add(session, batch)
         return written + len(batch)
 
-    def __init__(self, max_df: float = 1.0) -> None:
-        self.max_df = max_df
-        self._total: tuple[float, int] = (0.0, 0)
+    def reconcile(self, source: ChunkSource) -> int:
+        """Empty after a switch from the tantivy engine (which leaves chunk_fts unwritten): refill
+        it when it does not hold exactly the chunks. Needs no embedding."""
+        with source.db.session() as session:
+            if self.fingerprint(session) == source.fingerprint(session):
+                return 0
+            return self.rebuild(session, source.rows(session, None))
 
     def _chunk_count(self, session: Session) -> int:
         checked, total = self._total
@@ -132,25 +150,25 @@ class SqliteKeywordLane(_IndexTable):
             kept = rarest[:2]
         return [t for t in terms if t in kept]
 
-    def search(self, session: Session, query: str, scope: Scope, k: int) -> list[LaneHit]:
-        terms = query_terms(query)
-        if not terms or not scope.kb_ids or (scope.node_ids is not None and not scope.node_ids):
+    def search(self, session: Session, query: Query, scope: Scope, depth: int) -> list[LaneHit]:
+        terms = query_terms(query.text)
+        if not terms or scope.empty:
             return []
         match = match_expression(self.prune(session, terms))
         # Fast path: rank in FTS5 alone, then check the best few by primary key. Joining every
         # match to its chunk and version before ranking costs more than the ranking itself
         # (26 ms against 10 ms at 10,000 chunks). When the scope or unpublished chunks thin the
-        # page out below k, the exact query below fills k with in-scope hits.
-        page = 2 * k + 16
+        # page out below depth, the exact query below fills it with in-scope hits.
+        page = 2 * depth + 16
         ranked = session.execute(
             text("SELECT rowid AS id, rank FROM chunk_fts WHERE chunk_fts MATCH :match ORDER BY rank LIMIT :n"),
             {"match": match, "n": page},
         ).all()
         allowed = _in_scope(session, [row.id for row in ranked], scope)
         hits = [LaneHit(int(row.id), -float(row.rank)) for row in ranked if row.id in allowed]
-        if len(hits) >= k or len(ranked) < page:
-            return hits[:k]
-        return self._search_in_scope(session, match, scope, k)
+        if len(hits) >= depth or len(ranked) < page:
+            return hits[:depth]
+        return self._search_in_scope(session, match, scope, depth)
 
     def _search_in_scope(self, session: Session, match: str, scope: Scope, k: int) -> list[LaneHit]:
         params: dict[str, object] = {"match": match, "k": k}
@@ -214,12 +232,14 @@ class PostgresKeywordLane(_IndexTable):
     for the lanes outside the store, widening when too few pass.
     """
 
+    engine = "postgresql"
+    table, id_column = "chunk_tsv", "chunk_id"
     insert_sql = "INSERT INTO chunk_tsv (chunk_id, tsv) VALUES (:id, to_tsvector('english', :text))"
     delete_sql = "DELETE FROM chunk_tsv WHERE chunk_id IN :ids"
     K1, B = 1.2, 0.75
 
-    def __init__(self, max_df: float = 1.0) -> None:
-        self.max_df = max_df
+    def reconcile(self, source: ChunkSource) -> int:
+        return 0  # the index lives in the store's own transactions: it cannot disagree with the chunks
 
     def _weights(self, session: Session, lexemes: list[str]) -> tuple[dict[str, float], float]:
         """(BM25 idf of the query's lexemes kept, average chunk length)."""
@@ -235,9 +255,9 @@ class PostgresKeywordLane(_IndexTable):
         idf = {lex: math.log(1 + (total - df + 0.5) / (df + 0.5)) for lex, df in kept}
         return idf, max(1.0, length / total)
 
-    def search(self, session: Session, query: str, scope: Scope, k: int) -> list[LaneHit]:
-        terms = query_terms(query)
-        if not terms or not scope.kb_ids or (scope.node_ids is not None and not scope.node_ids):
+    def search(self, session: Session, query: Query, scope: Scope, depth: int) -> list[LaneHit]:
+        terms = query_terms(query.text)
+        if not terms or scope.empty:
             return []
         lexemes = list(session.scalars(
             text("SELECT lexeme FROM unnest(to_tsvector('english', :terms))"), {"terms": " ".join(terms)}
@@ -269,29 +289,4 @@ class PostgresKeywordLane(_IndexTable):
         def fetch(n: int) -> list[LaneHit]:
             return [LaneHit(int(row.id), float(row.rank)) for row in session.execute(sql, {**params, "n": n})]
 
-        return widen_until_full(fetch, session, k)
-
-
-@lru_cache(maxsize=1)
-def _stemmer():
-    from nltk.stem.porter import PorterStemmer
-
-    return PorterStemmer(mode=PorterStemmer.ORIGINAL_ALGORITHM)  # the algorithm FTS5's porter tokenizer uses
-
-
-@lru_cache(maxsize=65536)
-def porter_stem(word: str) -> str:
-    return _stemmer().stem(word)
-
-
-def keyword_lane(dialect: str, engine: str = "fts5", path=None, max_df: float = 1.0):
-    """PostgreSQL's own full text on PostgreSQL; on SQLite, tantivy (default) or FTS5."""
-    if dialect == "sqlite" and engine == "tantivy":
-        from rag.retrieve.tantivy_lane import TantivyKeywordLane
-
-        return TantivyKeywordLane(path)
-    if dialect == "sqlite":
-        return SqliteKeywordLane(max_df)
-    if dialect == "postgresql":
-        return PostgresKeywordLane(max_df)
-    raise ValueError(f"no keyword lane for the {dialect} database")
+        return widen_until_full(fetch, session, depth)

@@ -1,7 +1,9 @@
-"""The retriever stage: both lanes under one scope, fused, hydrated into excerpts.
+"""The retriever stage: every lane of the search index under one scope, fused, hydrated into excerpts.
 
 `Retriever.retrieve(query, scope, k) -> list[Hit]`. Each lane is filtered by the scope before
-fusion, and only chunks of published versions survive, so k is filled with in-scope hits.
+fusion, and only chunks of published versions survive, so k is filled with in-scope hits. The
+query is a `Query`: its embedding is computed once, by the first lane that needs it, and a caller
+that made the `Query` keeps it for later stages.
 """
 
 from __future__ import annotations
@@ -13,64 +15,46 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from rag.models.embed import Embedder
-from rag.retrieve.fusion import reciprocal_rank_fusion
-from rag.retrieve.keyword import KeywordLane
-from rag.retrieve.published import widen_until_full
-from rag.retrieve.types import Hit, LaneHit, Scope
-from rag.retrieve.vector import ChromaVectorLane
+from rag.retrieve.fusion import Fused
+from rag.retrieve.index import SearchIndex
+from rag.retrieve.types import Hit, LaneHit, Query, Scope
 from rag.settings import RetrieveSettings
 from rag.store.db import Database
 from rag.store.models import Chunk, DocumentVersion, Node
 
 log = logging.getLogger(__name__)
 
-LANES = ("vector", "text")
-
 
 class Retriever:
-    def __init__(
-        self,
-        db: Database,
-        embedder: Embedder,
-        vector: ChromaVectorLane,
-        keyword: KeywordLane,
-        settings: RetrieveSettings,
-    ) -> None:
+    def __init__(self, db: Database, embedder: Embedder, index: SearchIndex, settings: RetrieveSettings) -> None:
         self.db = db
         self.embedder = embedder
-        self.vector = vector
-        self.keyword = keyword
+        self.index = index
         self.settings = settings
 
-    @property
-    def weights(self) -> dict[str, float]:
-        return {"vector": self.settings.vector_weight, "text": self.settings.text_weight}
+    def query(self, query: str | Query) -> Query:
+        """A `Query` whose vector this retriever's embedder computes on first use."""
+        if isinstance(query, Query):
+            return query
+        return Query(query, lambda text: self.embedder.embed_query(text))
 
     def lane_hits(
-        self, session: Session, query: str, scope: Scope, depth: int, lanes: Sequence[str] = LANES
+        self, session: Session, query: str | Query, scope: Scope, depth: int, lanes: Sequence[str] | None = None
     ) -> dict[str, list[LaneHit]]:
-        found: dict[str, list[LaneHit]] = {}
-        if "vector" in lanes:
-            found["vector"] = self._vector(session, query, scope, depth)
-        if "text" in lanes:
-            found["text"] = self.keyword.search(session, query, scope, depth)
-        return found
+        """Each lane's own ranking (all lanes, or these), before fusion."""
+        return self.index.search(session, self.query(query), scope, depth, lanes)
 
     def retrieve(
-        self, query: str, scope: Scope, k: int, lanes: Sequence[str] = LANES, depth: int | None = None
+        self, query: str | Query, scope: Scope, k: int, lanes: Sequence[str] | None = None, depth: int | None = None
     ) -> list[Hit]:
+        """The best k excerpts: `depth` (default `candidates`) from each lane, fused, reranked."""
+        query = self.query(query)
         depth = max(depth or self.settings.candidates, k)
         with self.db.session() as session:
-            found = self.lane_hits(session, query, scope, depth, lanes)
-            fused = reciprocal_rank_fusion(found, self.weights, self.settings.rrf_k)[:k]
-            return self._hydrate(session, fused)
+            found = self.index.search(session, query, scope, depth, lanes)
+            return self._hydrate(session, self.index.rank(session, query, found, k))
 
-    def _vector(self, session: Session, query: str, scope: Scope, depth: int) -> list[LaneHit]:
-        vector = self.embedder.embed_query(query)
-        return widen_until_full(lambda n: self.vector.search(vector, scope, n), session, depth)
-
-    @staticmethod
-    def _hydrate(session: Session, fused) -> list[Hit]:
+    def _hydrate(self, session: Session, fused: Sequence[Fused]) -> list[Hit]:
         if not fused:
             return []
         stmt = (
@@ -91,7 +75,7 @@ class Retriever:
                 Hit(
                     chunk_id=chunk.id,
                     score=f.score,
-                    retrievers=[lane for lane in LANES if lane in f.lanes],
+                    retrievers=[name for name in self.index.lanes if name in f.lanes],
                     node_id=node.id,
                     kb_id=chunk.kb_id,
                     source_id=node.source_id or node.id,
@@ -102,9 +86,8 @@ class Retriever:
                     text=chunk.text,
                     char_start=chunk.char_start,
                     char_end=chunk.char_end,
-                    vector_similarity=f.lane_scores.get("vector"),
-                    text_score=f.lane_scores.get("text"),
                     lane_ranks=dict(f.lanes),
+                    lane_scores=dict(f.lane_scores),
                 )
             )
         return hits

@@ -20,6 +20,9 @@ one), an empty index takes its place and the lane is marked stale. A stale lane 
 from the chunks before its next search (the publisher attaches the source of rows), and a
 writer's start-up reconcile rebuilds it too. A search that finds damage and cannot rebuild
 answers from the vector lane alone (no keyword hits) and logs a warning.
+
+It lives outside the store (`in_store` False): a version's chunks are added after their rows are
+committed, and removed again if the publish fails.
 """
 
 from __future__ import annotations
@@ -30,18 +33,18 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterable, Sequence, TypeVar
 
+import numpy as np
 from sqlalchemy.orm import Session
 
-from rag.retrieve.keyword import query_terms
+from rag.retrieve.lanes import ChunkRef, ChunkSource
 from rag.retrieve.published import widen_until_full
-from rag.retrieve.types import LaneHit, Scope
+from rag.retrieve.text import query_terms
+from rag.retrieve.types import IndexRow, LaneHit, Query, Scope
 
 log = logging.getLogger(__name__)
 
 _WRITER_HEAP = 64_000_000
 
-Row = tuple[int, str, str, str]  # (chunk id, indexed text, knowledge base id, node id)
-RowSource = Callable[[Session], Iterable[Row]]
 T = TypeVar("T")
 
 
@@ -54,6 +57,9 @@ def is_damage(exc: BaseException) -> bool:
 
 class TantivyKeywordLane:
     name = "text"
+    engine = "tantivy"
+    in_store = False
+    uses_vectors = False
 
     def __init__(self, path: Path) -> None:
         import tantivy
@@ -68,7 +74,7 @@ class TantivyKeywordLane:
         self.schema = builder.build()
         self._writer = None
         self._lock = threading.RLock()
-        self._source: RowSource | None = None
+        self._source: ChunkSource | None = None
         self.stale = False  # empty (new or set aside after damage) until rebuilt from the chunks
         self.generation = 0  # bumped by each reset, so concurrent searches repair once
         # No index here yet (a first start, a deleted or switched index) while the store may hold
@@ -95,8 +101,8 @@ class TantivyKeywordLane:
         searcher.search(self.index.parse_query('"probe"', ["text"]), 1, count=False)
         self._fingerprint()
 
-    def attach(self, source: RowSource) -> None:
-        """Where the rows come from when the index must be rebuilt (the publisher's indexed_rows)."""
+    def attach(self, source: ChunkSource) -> None:
+        """Where the rows come from when the index must be rebuilt (the publisher's chunks)."""
         self._source = source
 
     def _reset(self, exc: BaseException) -> None:
@@ -144,7 +150,7 @@ class TantivyKeywordLane:
             if not self.stale:
                 return
             log.info("rebuilding the keyword index in %s from the chunks", self.path)
-            self.rebuild(session, self._source(session))
+            self.rebuild(session, self._source.rows(session, None))
 
     # ----- writing (only the process that holds the store for writing gets here) -----
 
@@ -167,35 +173,63 @@ class TantivyKeywordLane:
         self._writer.commit()
         self.index.reload()
 
-    def _document(self, row: tuple[int, str, str, str]):
+    def _document(self, row: IndexRow):
         chunk_id, body, kb_id, node_id = row
         return self._tantivy.Document(id=chunk_id, text=body, kb=kb_id, node=node_id)
 
-    def add(self, session: Session, rows: Sequence[tuple[int, str, str, str]]) -> None:
+    def add(self, session: Session | None, rows: Sequence[IndexRow], vectors: np.ndarray | None = None) -> None:
         """Rows of (chunk id, indexed text, knowledge base id, node id), committed at once."""
-        if not rows:
+        self._replace([], rows)
+
+    def delete(self, session: Session | None, chunks: Sequence[ChunkRef]) -> None:
+        self._replace([chunk_id for chunk_id, _ in chunks], [])
+
+    def move(self, session: Session | None, rows: Sequence[IndexRow], from_kb: str) -> None:
+        """The knowledge base is a term of each document: the moved chunks are indexed again."""
+        self._replace([row[0] for row in rows], rows)
+
+    def _replace(self, deleted: Sequence[int], added: Sequence[IndexRow]) -> None:
+        """Delete documents, then add others, in one commit (a delete only reaches the documents
+        added before it, so a chunk can be deleted and added again at once)."""
+        if not deleted and not added:
             return
-        documents = [self._document(row) for row in rows]
+        documents = [self._document(row) for row in added]
 
         def change(writer) -> None:
+            for chunk_id in deleted:
+                writer.delete_documents_by_term("id", chunk_id)
             for document in documents:
                 writer.add_document(document)
 
         self._write(change)
 
-    def delete(self, session: Session, chunk_ids: Sequence[int]) -> None:
-        ids = list(chunk_ids)
-        if not ids:
-            return
+    def count(self, kb_id: str | None = None) -> int:
+        def count() -> int:
+            searcher = self.index.searcher()
+            if kb_id is None:
+                return searcher.num_docs
+            query = self._tantivy.Query.term_query(self.schema, "kb", kb_id)
+            return searcher.search(query, 1, count=True).count
 
-        def change(writer) -> None:
-            for chunk_id in ids:
-                writer.delete_documents_by_term("id", chunk_id)
+        return self._guarded(count, None)
 
-        self._write(change)
+    def health(self) -> None:
+        self.count()  # damage is set aside here, as in a search: the lane answers again
 
-    def count(self, session: Session) -> int:
-        return self._guarded(lambda: self.index.searcher().num_docs, None)
+    def reconcile(self, source: ChunkSource) -> int:
+        """Rebuild the index when it does not hold exactly the chunks (tantivy lives outside the
+        store's transactions; it is empty after a switch from FTS5; a damaged index was set aside
+        and reads as empty). Returns the chunks written (0 when it was whole). Needs no
+        embedding: seconds at 100,000 chunks."""
+        self.attach(source)
+        with source.db.session() as session:
+            expected = source.fingerprint(session)
+            present = self.fingerprint(session)
+            if present == expected:
+                self.stale = False  # a new or reset index that holds exactly the chunks is whole
+                return 0
+            log.warning("keyword index holds %d documents for %d chunks; rebuilding it", present[0], expected[0])
+            return self.rebuild(session, source.rows(session, None))
 
     def fingerprint(self, session: Session | None) -> tuple[int, int]:
         """(documents, sum of chunk ids): a replaced chunk changes it even when the count stays.
@@ -209,7 +243,7 @@ class TantivyKeywordLane:
         total = searcher.aggregate(self._tantivy.Query.all_query(), {"ids": {"sum": {"field": "id"}}})
         return searcher.num_docs, int(total["ids"]["value"])
 
-    def rebuild(self, session: Session, rows: Iterable[tuple[int, str, str, str]]) -> int:
+    def rebuild(self, session: Session | None, rows: Iterable[IndexRow]) -> int:
         """Replace the whole index with these rows; returns how many were written."""
         written = [0]
 
@@ -222,6 +256,9 @@ class TantivyKeywordLane:
         self._write(change)
         self.stale = False
         return written[0]
+
+    def open(self) -> None:
+        pass  # opened when made: damage shows (and is set aside) before the first write
 
     def close(self) -> None:
         with self._lock:
@@ -244,15 +281,15 @@ class TantivyKeywordLane:
             clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(nodes, 0.0)))
         return tantivy.Query.boolean_query(clauses)
 
-    def search(self, session: Session, query: str, scope: Scope, k: int) -> list[LaneHit]:
-        terms = query_terms(query)
-        if not terms or not scope.kb_ids or (scope.node_ids is not None and not scope.node_ids):
+    def search(self, session: Session, query: Query, scope: Scope, depth: int) -> list[LaneHit]:
+        terms = query_terms(query.text)
+        if not terms or scope.empty:
             return []
         self._repair(session)
         if self.stale:  # damaged, and nothing to rebuild it from here: the vector lane answers alone
             log.warning("the keyword index is being rebuilt; this search has no keyword hits")
             return []
-        return self._guarded(lambda: self._search(session, terms, scope, k), session)
+        return self._guarded(lambda: self._search(session, terms, scope, depth), session)
 
     def _search(self, session: Session, terms: list[str], scope: Scope, k: int) -> list[LaneHit]:
         searcher = self.index.searcher()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
+
+import numpy as np
 
 TRUNCATION_MARK = "[…truncated]"
 
@@ -15,11 +18,52 @@ class Scope:
     kb_ids: tuple[str, ...]
     node_ids: frozenset[str] | None = None
 
+    @property
+    def empty(self) -> bool:
+        """Nowhere to look: no knowledge base, or a folder scope without documents."""
+        return not self.kb_ids or (self.node_ids is not None and not self.node_ids)
+
 
 @dataclass(frozen=True)
 class LaneHit:
     chunk_id: int
     score: float  # the lane's own score, higher is better (cosine similarity, negated bm25)
+
+
+class IndexRow(NamedTuple):
+    """A chunk as the lanes index it. A tuple, so that rows read in bulk stay cheap."""
+
+    chunk_id: int
+    text: str  # the indexed text: the heading path, then the chunk's own text (contextual headings)
+    kb_id: str
+    node_id: str
+
+
+class Query:
+    """One search's question. Its embedding is computed on first use and then kept, so that every
+    lane that needs it (and, later, the answer stage) shares one model call, and a search that
+    needs no vector (the keyword lane alone) makes none."""
+
+    def __init__(self, text: str, embed: Callable[[str], np.ndarray] | None = None,
+                 vector: np.ndarray | None = None) -> None:
+        self.text = text
+        self._embed = embed
+        self._vector = vector
+
+    @property
+    def vector(self) -> np.ndarray:
+        if self._vector is None:
+            if self._embed is None:
+                raise ValueError("this query was made without an embedder")
+            self._vector = self._embed(self.text)
+        return self._vector
+
+    @property
+    def embedded(self) -> bool:
+        return self._vector is not None
+
+    def __repr__(self) -> str:
+        return f"Query({self.text!r})"
 
 
 @dataclass
@@ -39,9 +83,19 @@ class Hit:
     text: str
     char_start: int
     char_end: int
-    vector_similarity: float | None = None
-    text_score: float | None = None
-    lane_ranks: dict[str, int] = field(default_factory=dict)
+    lane_ranks: dict[str, int] = field(default_factory=dict)  # lane name -> 1-based rank in that lane
+    lane_scores: dict[str, float] = field(default_factory=dict)  # lane name -> the lane's own score
+
+    @property
+    def vector_similarity(self) -> float | None:
+        """The vector lane's cosine similarity to the question (None when it did not find the
+        chunk): the signal abstention reads, since the fused score is rank-only."""
+        return self.lane_scores.get("vector")
+
+    @property
+    def text_score(self) -> float | None:
+        """The keyword lane's BM25 score (None when it did not find the chunk)."""
+        return self.lane_scores.get("text")
 
     @property
     def document_id(self) -> str:

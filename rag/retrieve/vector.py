@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Callable, Sequence, TypeVar
+import threading
+from typing import Any, Callable, Sequence, TypeVar
 from urllib.parse import urlparse
 
 import numpy as np
 from chromadb.errors import NotFoundError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from rag.errors import Unavailable
-from rag.retrieve.types import LaneHit, Scope
+from rag.models.embed import Embedder
+from rag.retrieve.lanes import ChunkRef, ChunkSource, by_kb
+from rag.retrieve.published import widen_until_full
+from rag.retrieve.types import IndexRow, LaneHit, Query, Scope
 from rag.settings import Settings
+from rag.store.models import PUBLISHED, Chunk, DocumentVersion
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -80,27 +87,63 @@ class ChromaVectorLane:
     `where` filter costs ~30 ms per query even at 10,000 vectors (measured, docs/benchmarks.md),
     an unfiltered query ~2 ms. Only a folder scope filters, on the documents it allows. Results of
     several knowledge bases merge by cosine similarity, which the one model makes comparable.
+
+    Chroma and the model are opened on first use (`open`), not when the lane is made: the model
+    takes seconds to load, and most commands that open the store never search.
     """
 
     name = "vector"
+    in_store = False
+    uses_vectors = True
 
-    def __init__(self, client, model: str, dim: int, remote: bool = False) -> None:
-        self.client = client
+    def __init__(self, open_client: Callable[[], Any], embedder: Callable[[], Embedder], remote: bool = False) -> None:
+        self._open_client = open_client
+        self._embedder = embedder
         self.remote = remote
-        self.prefix = collection_name(model, dim)
-        self._collections: dict[str, object] = {}
-        self._max_batch = max(1, int(_remote(client.get_max_batch_size, "batch size", remote)))
+        self.engine = "chroma server" if remote else "chroma embedded"
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._prefix = ""
+        self._max_batch = 0
+        self._collections: dict[str, Any] = {}
+
+    # ----- opening -----
+
+    def open(self) -> None:
+        """Connect to Chroma and learn the model's name and dimension (which name the collections).
+        A failure is not kept: the next call tries again (a Chroma server that is back)."""
+        if self._client is not None:
+            return
+        with self._lock:
+            if self._client is not None:
+                return
+            embedder = self._embedder()
+            client = self._open_client()
+            self._max_batch = max(1, int(_remote(client.get_max_batch_size, "batch size", self.remote)))
+            self._prefix = collection_name(embedder.name, embedder.dim)
+            self._client = client
+
+    @property
+    def client(self) -> Any:
+        self.open()
+        return self._client
+
+    @property
+    def prefix(self) -> str:
+        self.open()
+        return self._prefix
 
     def _name(self, kb_id: str) -> str:
         return f"{self.prefix}-{kb_id}"
 
-    def collection(self, kb_id: str, create: bool = False):
+    def collection(self, kb_id: str, create: bool = False) -> Any:
         """The knowledge base's collection; None when it has none yet and create is False."""
         if kb_id in self._collections:
             return self._collections[kb_id]
+        client = self.client
         if create:
             found = _remote(
-                lambda: self.client.get_or_create_collection(
+                lambda: client.get_or_create_collection(
                     self._name(kb_id),
                     configuration={"hnsw": {"space": "cosine", "ef_construction": 200, "ef_search": 200}},
                     embedding_function=None,
@@ -111,58 +154,64 @@ class ChromaVectorLane:
         else:
             try:
                 found = _remote(
-                    lambda: self.client.get_collection(self._name(kb_id), embedding_function=None), "open", self.remote
+                    lambda: client.get_collection(self._name(kb_id), embedding_function=None), "open", self.remote
                 )
             except NotFoundError:  # one direct lookup, not a listing of every collection
                 return None
         self._collections[kb_id] = found
         return found
 
-    def add(
-        self, chunk_ids: Sequence[int], vectors: np.ndarray, kb_ids: Sequence[str], node_ids: Sequence[str]
-    ) -> None:
-        rows: dict[str, list[int]] = {}
-        for i, kb in enumerate(kb_ids):
-            rows.setdefault(kb, []).append(i)
-        for kb, positions in rows.items():
+    # ----- the index side -----
+
+    def attach(self, source: ChunkSource) -> None:
+        pass  # repaired by reconcile(), at a writer's start
+
+    def add(self, session: Session | None, rows: Sequence[IndexRow], vectors: np.ndarray | None) -> None:
+        """Upsert the rows' vectors, each into its knowledge base's collection."""
+        if not rows:
+            return
+        if vectors is None or len(vectors) != len(rows):
+            raise ValueError("the vector lane needs one vector per chunk")
+        self.open()
+        positions: dict[str, list[int]] = {}
+        for i, row in enumerate(rows):
+            positions.setdefault(row[2], []).append(i)
+        for kb, part_of_kb in positions.items():
             collection = self.collection(kb, create=True)
-            for j in range(0, len(positions), self._max_batch):
-                part = positions[j:j + self._max_batch]
-                ids = [str(chunk_ids[p]) for p in part]
-                metadatas = [{"kb_id": kb, "node_id": node_ids[p]} for p in part]
+            for j in range(0, len(part_of_kb), self._max_batch):
+                part = part_of_kb[j:j + self._max_batch]
+                ids = [str(rows[p][0]) for p in part]
+                metadatas = [{"kb_id": kb, "node_id": rows[p][3]} for p in part]
                 _remote(
                     lambda: collection.upsert(ids=ids, embeddings=vectors[part], metadatas=metadatas),
                     "upsert",
                     self.remote,
                 )
 
-    def delete(self, chunks: Sequence[tuple[int, str]]) -> None:
+    def delete(self, session: Session | None, chunks: Sequence[ChunkRef]) -> None:
         """Remove vectors, given (chunk id, knowledge base id) pairs."""
-        by_kb: dict[str, list[str]] = {}
-        for chunk_id, kb in chunks:
-            by_kb.setdefault(kb, []).append(str(chunk_id))
-        for kb, ids in by_kb.items():
+        for kb, chunk_ids in by_kb(chunks).items():
             collection = self.collection(kb)
             if collection is None:
                 continue
+            ids = [str(chunk_id) for chunk_id in chunk_ids]
             for i in range(0, len(ids), self._max_batch):
                 part = ids[i:i + self._max_batch]
                 _remote(lambda: collection.delete(ids=part), "delete", self.remote)
 
-    def move(self, chunks: Sequence[tuple[int, str]], from_kb: str, to_kb: str) -> None:
-        """Carry vectors, given (chunk id, node id) pairs, into another knowledge base's collection:
-        a node moved between knowledge bases keeps its vectors without embedding them again."""
+    def move(self, session: Session | None, rows: Sequence[IndexRow], from_kb: str) -> None:
+        """Carry vectors into the collection of the knowledge base the rows now name: a node moved
+        between knowledge bases keeps its vectors without embedding them again."""
         source = self.collection(from_kb)
         if source is None:
             return
-        for i in range(0, len(chunks), self._max_batch):
-            part = chunks[i:i + self._max_batch]
-            ids = [str(chunk_id) for chunk_id, _ in part]
+        for i in range(0, len(rows), self._max_batch):
+            part = rows[i:i + self._max_batch]
+            ids = [str(row[0]) for row in part]
             found = _remote(lambda: source.get(ids=ids, include=["embeddings"]), "get", self.remote)
             if len(found["ids"]):
-                node_of = {str(chunk_id): node_id for chunk_id, node_id in part}
-                self.add([int(c) for c in found["ids"]], np.asarray(found["embeddings"], dtype=np.float32),
-                         [to_kb] * len(found["ids"]), [node_of[c] for c in found["ids"]])
+                row_of = {str(row[0]): row for row in part}
+                self.add(None, [row_of[c] for c in found["ids"]], np.asarray(found["embeddings"], dtype=np.float32))
             _remote(lambda: source.delete(ids=ids), "delete", self.remote)
 
     def drop(self, kb_id: str) -> None:
@@ -170,8 +219,89 @@ class ChromaVectorLane:
             _remote(lambda: self.client.delete_collection(self._name(kb_id)), "drop", self.remote)
         self._collections.pop(kb_id, None)
 
-    def search(self, vector: np.ndarray, scope: Scope, k: int) -> list[LaneHit]:
-        if not scope.kb_ids or (scope.node_ids is not None and not scope.node_ids):
+    def reconcile(self, source: ChunkSource) -> int:
+        """Make each knowledge base's vectors match its published chunks; returns vectors repaired.
+
+        Counts are compared first (cheap); only a knowledge base whose counts differ is walked id by
+        id. This heals a vector store that lost data, was replaced, or missed a crash's cleanup;
+        missing vectors come back from the embedding cache.
+        """
+        with source.db.session() as session:
+            published = source.published_counts(session)
+        repaired = 0
+        for kb_id, expected in published.items():
+            if self.count(kb_id) != expected:
+                repaired += self._reconcile_kb(source, kb_id)
+        return repaired
+
+    def _reconcile_kb(self, source: ChunkSource, kb_id: str) -> int:
+        # Another worker may be publishing meanwhile. Its chunk rows are committed before their
+        # vectors are written, so reading the vectors first and every chunk row of the knowledge
+        # base (any status) second never takes a vector in flight for an orphan.
+        present = self.ids(kb_id)
+        with source.db.session() as session:
+            known = set(session.scalars(select(Chunk.id).where(Chunk.kb_id == kb_id)))
+            live = list(session.scalars(
+                select(Chunk.id)
+                .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
+                .where(Chunk.kb_id == kb_id, DocumentVersion.status == PUBLISHED)
+                .order_by(Chunk.id)
+            ))
+        extra = [(int(i), kb_id) for i in present - known]
+        missing = [i for i in live if i not in present]
+        if not extra and not missing:
+            return 0
+        log.warning("vector lane of %s: %d missing, %d extra; repairing", kb_id, len(missing), len(extra))
+        if extra:
+            self.delete(None, extra)
+        for i in range(0, len(missing), source.batch):
+            with source.db.session() as session:
+                rows = source.rows_of(session, missing[i:i + source.batch])
+            self.add(None, rows, source.embed([row[1] for row in rows]))
+        return len(missing) + len(extra)
+
+    def ids(self, kb_id: str) -> set[int]:
+        collection = self.collection(kb_id)
+        if collection is None:
+            return set()
+        found: set[int] = set()
+        offset, page = 0, 10_000
+        while True:
+            batch = _remote(lambda: collection.get(include=[], limit=page, offset=offset), "list ids", self.remote)["ids"]
+            found.update(int(i) for i in batch)
+            if len(batch) < page:
+                return found
+            offset += page
+
+    def count(self, kb_id: str | None = None) -> int:
+        """Vectors of one knowledge base; without one, of the collections this process opened."""
+        kbs = [kb_id] if kb_id else list(self._collections)
+        total = 0
+        for kb in kbs:
+            collection = self.collection(kb)
+            if collection is not None:
+                total += int(_remote(collection.count, "count", self.remote))
+        return total
+
+    def health(self) -> None:
+        self.client.heartbeat()
+
+    def close(self) -> None:
+        pass  # Chroma's client holds nothing that outlives the process
+
+    # ----- searching -----
+
+    def search(self, session: Session, query: Query, scope: Scope, depth: int) -> list[LaneHit]:
+        """The nearest chunks of published versions: Chroma holds a version's vectors while it is
+        being published, so hits are checked by primary key, widening when too few pass."""
+        if scope.empty:
+            return []
+        vector = query.vector
+        return widen_until_full(lambda n: self.nearest(vector, scope, n), session, depth)
+
+    def nearest(self, vector: np.ndarray, scope: Scope, k: int) -> list[LaneHit]:
+        """Chroma's k nearest chunks under the scope, of any status, by cosine similarity."""
+        if scope.empty:
             return []
         where = {"node_id": {"$in": sorted(scope.node_ids)}} if scope.node_ids is not None else None
         query = [np.asarray(vector, dtype=np.float32)]
@@ -188,25 +318,3 @@ class ChromaVectorLane:
             hits.extend(LaneHit(int(i), 1.0 - float(d)) for i, d in zip(result["ids"][0], result["distances"][0]))
         hits.sort(key=lambda h: -h.score)
         return hits[:k]
-
-    def ids(self, kb_id: str) -> set[int]:
-        collection = self.collection(kb_id)
-        if collection is None:
-            return set()
-        found: set[int] = set()
-        offset, page = 0, 10_000
-        while True:
-            batch = _remote(lambda: collection.get(include=[], limit=page, offset=offset), "list ids", self.remote)["ids"]
-            found.update(int(i) for i in batch)
-            if len(batch) < page:
-                return found
-            offset += page
-
-    def count(self, kb_id: str | None = None) -> int:
-        kbs = [kb_id] if kb_id else list(self._collections)
-        total = 0
-        for kb in kbs:
-            collection = self.collection(kb)
-            if collection is not None:
-                total += int(_remote(collection.count, "count", self.remote))
-        return total

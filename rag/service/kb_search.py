@@ -119,10 +119,12 @@ class KnowledgeBaseSearches:
             kbs = [kb for kb in kbs if kb.id == wanted or kb.name_key == name_key(wanted)][:1]
             if not kbs:
                 raise NotFound("knowledge base not found")
+        retriever = self.engines.retriever
+        asked = retriever.query(query)  # embedded once, whatever the number of knowledge bases
         for kb in kbs:
             try:
                 result.hits += self.access.shown_hits(
-                    principal, self.engines.retriever.retrieve(query, Scope(principal.workspace_id, (kb.id,), documents), k)
+                    principal, retriever.retrieve(asked, Scope(principal.workspace_id, (kb.id,), documents), k)
                 )
             except Exception:  # noqa: BLE001 - the document's rule: skip it, log it, go on with the others
                 log.exception("knowledge base %s failed during search_knowledge_base; skipped", kb.id)

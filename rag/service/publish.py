@@ -1,17 +1,16 @@
 """Publishing: chunk, embed and index versions, then make them the searchable ones.
 
-The order is what keeps search whole: a version's chunks are written to both lanes while it is
-`publishing` (invisible to search), and only then, in one transaction, does it become `published`
-and the previous published version `archived`. An error on the way cleans up and puts the version
-back in draft; a crash leaves it `publishing`, and `resume()` finishes it on the next start. The
-previous version stays searchable throughout.
+The order is what keeps search whole: a version's chunks are written to every lane of the search
+index while it is `publishing` (invisible to search), and only then, in one transaction, does it
+become `published` and the previous published version `archived`. An error on the way cleans up
+and puts the version back in draft; a crash leaves it `publishing`, and `resume()` finishes it on
+the next start. The previous version stays searchable throughout. The background queue and the
+scale-out worker that run publishes are in publish_queue.py.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
@@ -21,8 +20,9 @@ from sqlalchemy import func, insert, select
 from rag.errors import Unavailable
 from rag.ingest.chunk import Chunker, ChunkSpec
 from rag.models.embed import Embedder, bulk_embedding
-from rag.retrieve.keyword import KeywordLane
-from rag.retrieve.vector import ChromaVectorLane
+from rag.retrieve.index import SearchIndex
+from rag.retrieve.lanes import ChunkSource
+from rag.retrieve.types import IndexRow
 from rag.store.db import Database
 from rag.store.models import (
     ARCHIVED,
@@ -93,25 +93,27 @@ class _Pending:
 
 
 class Publisher:
+    """Writes versions' chunks through the search index, and is the index's source of chunks: it
+    knows how a stored chunk's indexed text is made, and embeds as background work."""
+
     def __init__(
         self,
         db: Database,
         chunker: Chunker,
         embedder: Callable[[], Embedder],
-        vector: Callable[[], ChromaVectorLane],
-        keyword: KeywordLane,
+        index: SearchIndex,
         contextual_headings: bool = True,
         batch_chunks: int = 512,
     ) -> None:
         self.db = db
         self.chunker = chunker
         self._embedder = embedder
-        self._vector = vector
-        self.keyword = keyword
-        if hasattr(keyword, "attach"):  # an index outside the store rebuilds itself from the chunks when damaged
-            keyword.attach(self.indexed_rows)
+        self.index = index
         self.contextual = contextual_headings
         self.batch_chunks = batch_chunks
+        # A lane outside the store rebuilds itself from the chunks when damaged; reconcile and
+        # moves read them from here too.
+        index.attach(ChunkSource(db, self.indexed_rows, self._embed, batch_chunks))
 
     def publish(self, version_ids: Sequence[int], progress: Progress | None = None, *, wait: bool = True) -> int:
         """Index and publish versions that are already marked `publishing` (publish jobs); returns
@@ -192,18 +194,21 @@ class Publisher:
         self._drop_chunks_of(archived)
         return sum(len(p.texts) for p in group), skipped
 
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Chunk texts to vectors as background work: the model serves waiting queries between
+        small slices of it."""
+        with bulk_embedding():
+            return self._embedder().embed(list(texts)) if texts else np.zeros((0, 1), dtype=np.float32)
+
     def _index_and_flip(self, claim, group: list[_Pending]) -> list[int]:
-        """Write the group's chunks (committed, still invisible: their versions are `publishing`),
-        then their vectors, then flip the versions in the claim's transaction. Returns the versions
-        archived by the flip. On an error everything written is removed and the versions go back."""
+        """Write the group's chunks (committed, still invisible: their versions are `publishing`)
+        with the lanes in the store in the same transaction, then the lanes outside it, then flip
+        the versions in the claim's transaction. Returns the versions archived by the flip. On an
+        error everything written is removed and the versions go back."""
         texts = [t for p in group for t in p.texts]
-        ids: list[int] = []
-        rows: list[dict] = []
-        vectors_written = False
+        version_ids = [p.version_id for p in group]
         try:
-            # Background work: the model serves waiting queries between small slices of it.
-            with bulk_embedding():
-                vectors = self._embedder().embed(texts) if texts else np.zeros((0, 1), dtype=np.float32)
+            vectors = self._embed(texts) if self.index.uses_vectors else None
             rows = [
                 {
                     "version_id": p.version_id,
@@ -219,46 +224,41 @@ class Publisher:
                 for i, spec in enumerate(p.specs)
             ]
             if rows:
-                try:
-                    with self.db.session() as session:
-                        ids = list(session.scalars(insert(Chunk).returning(Chunk.id, sort_by_parameter_order=True), rows))
-                        self.keyword.add(session, [(i, t, r["kb_id"], r["node_id"]) for i, t, r in zip(ids, texts, rows)])
-                except BaseException:
-                    if ids:  # an index outside the store (tantivy) keeps them even though the store rolled back
-                        self._safe_keyword_delete(ids)
-                    ids = []
-                    raise
-                # Chunk rows are committed before their vectors exist: a vector is never without
-                # its chunk row, which is what lets another worker reconcile the lane at any time.
-                vectors_written = True
-                self._vector().add(ids, vectors, [r["kb_id"] for r in rows], [r["node_id"] for r in rows])
-            return self._flip(claim, [p.version_id for p in group])
+                with self.db.session() as session:
+                    ids = list(session.scalars(insert(Chunk).returning(Chunk.id, sort_by_parameter_order=True), rows))
+                    indexed = [IndexRow(i, t, r["kb_id"], r["node_id"]) for i, t, r in zip(ids, texts, rows)]
+                    self.index.add(session, indexed, vectors, in_store=True)
+                # Chunk rows are committed before any index outside the store has them: such an
+                # index never holds a chunk the store does not, which is what lets another worker
+                # reconcile it at any time.
+                self.index.add(None, indexed, vectors, in_store=False)
+            return self._flip(claim, version_ids)
         except BaseException as exc:
-            version_ids = [p.version_id for p in group]
-            # A backend that is down (the Chroma server, a remote embedding model) is not a failed
-            # publish: on PostgreSQL the jobs stay `publishing` and the publish workers, which poll
-            # for unclaimed jobs, retry them until it is back. Elsewhere no worker would.
-            retry = isinstance(exc, Unavailable) and self.db.dialect == "postgresql"
-            if retry:
-                log.warning("publishing waits for a backend that is down; the versions stay publishing: %s", exc)
-            else:
-                log.exception("publishing failed; the versions go back to draft (or archived, for a rollback)")
-            if vectors_written and ids:
-                self._safe_vector_delete(list(zip(ids, [r["kb_id"] for r in rows])))
-            if ids:
-                self._safe_keyword_delete(ids)
-            self._drop_chunks_of(version_ids)
-            claim.rollback()  # the flip may have failed half way (or been chosen as a deadlock's victim)
-            if retry:
-                raise
-            for version in claim.scalars(
-                select(DocumentVersion).where(DocumentVersion.id.in_(version_ids), DocumentVersion.status == PUBLISHING)
-            ):
-                version.status = version.publish_from or DRAFT
-                if version.status == ARCHIVED:
-                    version.archived_at = utcnow()
-            claim.commit()
+            self._undo(claim, version_ids, exc)
             raise
+
+    def _undo(self, claim, version_ids: list[int], exc: BaseException) -> None:
+        """After a failed publish: remove what was written, and put the versions back (or leave
+        them `publishing` for the workers to retry, when a backend is down on PostgreSQL)."""
+        # A backend that is down (the Chroma server, a remote embedding model) is not a failed
+        # publish: on PostgreSQL the jobs stay `publishing` and the publish workers, which poll
+        # for unclaimed jobs, retry them until it is back. Elsewhere no worker would.
+        retry = isinstance(exc, Unavailable) and self.db.dialect == "postgresql"
+        if retry:
+            log.warning("publishing waits for a backend that is down; the versions stay publishing: %s", exc)
+        else:
+            log.exception("publishing failed; the versions go back to draft (or archived, for a rollback)")
+        self._drop_chunks_of(version_ids)  # the chunk rows, and with them every lane's copy
+        claim.rollback()  # the flip may have failed half way (or been chosen as a deadlock's victim)
+        if retry:
+            return
+        for version in claim.scalars(
+            select(DocumentVersion).where(DocumentVersion.id.in_(version_ids), DocumentVersion.status == PUBLISHING)
+        ):
+            version.status = version.publish_from or DRAFT
+            if version.status == ARCHIVED:
+                version.archived_at = utcnow()
+        claim.commit()
 
     def _flip(self, session, version_ids: list[int]) -> list[int]:
         """In the claim's transaction: each new version becomes published and its predecessor
@@ -317,17 +317,19 @@ class Publisher:
         return indexed
 
     def _drop_chunks_of(self, version_ids: Sequence[int]) -> None:
+        """Remove these versions' chunks: from the lanes in the store and the chunk rows in one
+        transaction, then from the lanes outside it."""
         if not version_ids:
             return
         with self.db.session() as session:
-            pairs = [tuple(row) for row in session.execute(
+            chunks = [(int(chunk_id), kb_id) for chunk_id, kb_id in session.execute(
                 select(Chunk.id, Chunk.kb_id).where(Chunk.version_id.in_(list(version_ids)))
             )]
-            if not pairs:
+            if not chunks:
                 return
-            self.keyword.delete(session, [chunk_id for chunk_id, _ in pairs])
+            self.index.delete(session, chunks, in_store=True)
             session.query(Chunk).filter(Chunk.version_id.in_(list(version_ids))).delete(synchronize_session=False)
-        self._safe_vector_delete(pairs)
+        self.index.delete(None, chunks, in_store=False)
 
     def drop_chunks_of_nodes(self, node_ids: Sequence[str]) -> None:
         with self.db.session() as session:
@@ -336,22 +338,7 @@ class Publisher:
             )
         self._drop_chunks_of(version_ids)
 
-    def _safe_vector_delete(self, chunks: list[tuple[int, str]]) -> None:
-        try:
-            self._vector().delete(chunks)
-        except Exception:  # noqa: BLE001 - orphan vectors never surface: the lanes keep published chunks only
-            log.exception("could not delete %d vectors; they stay invisible to search", len(chunks))
-
-    def _safe_keyword_delete(self, chunk_ids: list[int]) -> None:
-        # SQLite may hand a rolled-back id to the next chunk: an index outside the store must not
-        # keep text under it.
-        try:
-            with self.db.session() as session:
-                self.keyword.delete(session, chunk_ids)
-        except Exception:  # noqa: BLE001 - reconcile_keyword rebuilds the index on the next start
-            log.exception("could not delete %d chunks from the keyword index", len(chunk_ids))
-
-    def indexed_rows(self, session, chunk_ids: Sequence[int] | None = None) -> Iterator[tuple[int, str, str, str]]:
+    def indexed_rows(self, session, chunk_ids: Sequence[int] | None = None) -> Iterator[IndexRow]:
         """(chunk id, indexed text, knowledge base id, node id) of every chunk (or of these), as the
         lanes got them."""
         stmt = select(
@@ -360,7 +347,7 @@ class Publisher:
         if chunk_ids is not None:
             stmt = stmt.where(Chunk.id.in_(list(chunk_ids)))
         for row in session.execute(stmt).yield_per(2000):
-            yield row.id, self._indexed_text(row), row.kb_id, row.node_id
+            yield IndexRow(row.id, self._indexed_text(row), row.kb_id, row.node_id)
 
     def _indexed_text(self, row) -> str:
         """A stored chunk's text as the lanes indexed it (with its heading path, when contextual)."""
@@ -368,70 +355,11 @@ class Publisher:
             self.contextual
         )
 
-    def reconcile_keyword(self) -> int:
-        """Rebuild the keyword index when it does not hold exactly the chunks (tantivy lives outside
-        the store's transactions; either engine is empty after a switch from the other; a damaged
-        tantivy index was set aside and reads as empty).
-
-        Returns the chunks written (0 when it was whole). Needs no embedding: seconds at 100,000."""
-        if not hasattr(self.keyword, "rebuild"):
-            return 0  # PostgreSQL's index lives in the store's own transactions
-        with self.db.session() as session:
-            count, total = session.execute(select(func.count(), func.coalesce(func.sum(Chunk.id), 0))).one()
-            expected = (int(count), int(total))
-            present = self.keyword.fingerprint(session)
-            if present == expected:
-                if getattr(self.keyword, "stale", False):
-                    self.keyword.stale = False  # a new or reset index that holds exactly the chunks is whole
-                return 0
-            log.warning("keyword index holds %d documents for %d chunks; rebuilding it", present[0], expected[0])
-            return self.keyword.rebuild(session, self.indexed_rows(session))
-
-    def reconcile_vectors(self) -> int:
-        """Make each knowledge base's vectors match its published chunks; returns vectors repaired.
-
-        Counts are compared first (cheap); only a knowledge base whose counts differ is walked id by
-        id. This heals a vector store that lost data, was replaced, or missed a crash's cleanup;
-        missing vectors come back from the embedding cache.
-        """
-        with self.db.session() as session:
-            published = dict(session.execute(
-                select(Chunk.kb_id, func.count())
-                .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
-                .where(DocumentVersion.status == PUBLISHED)
-                .group_by(Chunk.kb_id)
-            ).all())
-        vector = self._vector()
-        repaired = 0
-        for kb_id, expected in published.items():
-            if vector.count(kb_id) == expected:
-                continue
-            # Another worker may be publishing meanwhile. Its chunk rows are committed before their
-            # vectors are written, so reading the vectors first and every chunk row of the knowledge
-            # base (any status) second never takes a vector in flight for an orphan.
-            present = vector.ids(kb_id)
-            with self.db.session() as session:
-                known = set(session.scalars(select(Chunk.id).where(Chunk.kb_id == kb_id)))
-                rows = session.execute(
-                    select(Chunk.id, Chunk.node_id, Chunk.text, Chunk.heading_path, Chunk.char_start, Chunk.char_end)
-                    .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
-                    .where(Chunk.kb_id == kb_id, DocumentVersion.status == PUBLISHED)
-                ).all()
-            extra = [(int(i), kb_id) for i in present - known]
-            missing = [row for row in rows if row.id not in present]
-            if not extra and not missing:
-                continue
-            log.warning("vector lane of %s: %d missing, %d extra; repairing", kb_id, len(missing), len(extra))
-            if extra:
-                vector.delete(extra)
-            for i in range(0, len(missing), self.batch_chunks):
-                part = missing[i:i + self.batch_chunks]
-                texts = [self._indexed_text(r) for r in part]
-                with bulk_embedding():
-                    vectors = self._embedder().embed(texts)
-                vector.add([r.id for r in part], vectors, [kb_id] * len(part), [r.node_id for r in part])
-            repaired += len(missing) + len(extra)
-        return repaired
+    def reconcile(self) -> dict[str, int]:
+        """Make every lane hold what the store says it should (a lane outside the store may have
+        missed a crash's cleanup, lost its files, or be new); returns the chunks each lane
+        repaired. Raises Unavailable, after the others ran, when a lane's engine is down."""
+        return self.index.reconcile()
 
     def pending_jobs(self, limit: int = 1000) -> list[int]:
         """Versions waiting to be published (held by a worker or not), oldest first."""
@@ -458,88 +386,3 @@ class Publisher:
             log.warning("resuming %d interrupted publish(es)", len(interrupted))
             self.publish(interrupted, wait=wait)
         return len(interrupted)
-
-
-class PublishWorker:
-    """Several workers on one PostgreSQL store: every `interval` seconds, take over the publish jobs
-    no worker holds (one whose worker was killed, whose lock went with its connection). Jobs a live
-    worker holds are skipped (SKIP LOCKED), so the poll costs one indexed query when there is
-    nothing to do."""
-
-    def __init__(self, publisher: Publisher, interval: float) -> None:
-        self.publisher = publisher
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="publish-worker", daemon=True)
-
-    def start(self) -> "PublishWorker":
-        self._thread.start()
-        return self
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                # A few at a time: they are chunked before they are claimed, and another worker
-                # may claim them first.
-                jobs = self.publisher.pending_jobs(limit=16)
-                if jobs:
-                    self.publisher.publish(jobs, wait=False)
-            except Exception:  # noqa: BLE001 - logged; the job is back in draft or is retried next time
-                log.exception("publish worker: a job failed")
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=60)
-
-
-class PublishQueue:
-    """Publishes in one background thread, so that a publish call returns at once with the status
-    `publishing`. One thread, because publishes of one document must not overtake each other and
-    the embedder serves one batch at a time anyway. A process that dies with work queued leaves
-    those versions `publishing`; `Publisher.resume()` finishes them on the next start."""
-
-    def __init__(self, publisher: Publisher) -> None:
-        self.publisher = publisher
-        self._pool: ThreadPoolExecutor | None = None
-        self._futures: set[Future] = set()
-        self._lock = threading.Lock()
-
-    def submit(self, version_id: int, done: Callable[[bool], None] | None = None) -> Future:
-        """Publish a version already marked `publishing`; `done(ok)` runs in the worker afterwards."""
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="publish")
-            future = self._pool.submit(self._run, version_id, done)
-            self._futures.add(future)
-        future.add_done_callback(self._forget)
-        return future
-
-    def _run(self, version_id: int, done: Callable[[bool], None] | None) -> None:
-        try:
-            self.publisher.publish([version_id])
-            ok = True
-        except Exception:  # noqa: BLE001 - logged by the publisher, which put the version back in draft
-            ok = False
-        if done is not None:
-            try:
-                done(ok)
-            except Exception:  # noqa: BLE001 - a follow-up must not kill the worker
-                log.exception("after publishing version %s", version_id)
-
-    def _forget(self, future: Future) -> None:
-        with self._lock:
-            self._futures.discard(future)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for every queued publish; True when none is left."""
-        with self._lock:
-            pending = list(self._futures)
-        _, not_done = wait(pending, timeout=timeout)
-        return not not_done
-
-    def close(self) -> None:
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from rag.errors import InvalidArgument, Unavailable
 from rag.models.llm import ChatModel
-from rag.retrieve.keyword import porter_stem, query_terms
+from rag.retrieve.text import porter_stem, query_terms, words
 from rag.synthesize.prompts import render_prompt
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,6 @@ _ANAPHORA = frozenset(
     "it its this that these those they them their theirs there he she him her his hers same former latter".split()
 )
 _FOLLOW_UP = re.compile(r"^\s*(and|what about|how about|also|or|but|then|so|same for)\b", re.IGNORECASE)
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def validate_history(history: Any) -> list[dict[str, str]]:
@@ -54,8 +53,8 @@ def validate_history(history: Any) -> list[dict[str, str]]:
 
 
 def needs_context(question: str) -> bool:
-    words = _WORD.findall(question.lower())
-    return bool(_FOLLOW_UP.match(question)) or any(w in _ANAPHORA for w in words) or len(query_terms(question)) < 3
+    return (bool(_FOLLOW_UP.match(question)) or any(w in _ANAPHORA for w in words(question))
+            or len(query_terms(question)) < 3)
 
 
 def rule_rewrite(question: str, history: Sequence[dict[str, str]]) -> str:

@@ -23,7 +23,8 @@ from rag.models.embed import Embedder
 from rag.retrieve.types import Hit
 from rag.settings import AnswerSettings
 from rag.synthesize.citations import CitationStream
-from rag.synthesize.relevance import coverage, question_stems, stems
+from rag.retrieve.text import WORD, question_stems, stems
+from rag.synthesize.relevance import coverage
 from rag.synthesize.types import Answer, AnswerEvent
 
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
@@ -32,7 +33,6 @@ _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _EMPHASIS = re.compile(r"(\*\*|__|`)")
 _MAX_ANSWER_CHARS = 1200
 _QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")  # "Kiss and Tell (1945 film)" is named "Kiss and Tell"
-_WORDS = re.compile(r"\w+")
 # A document that leads nowhere is joined by another whose best sentence scores within 5% of the
 # best: on the handbook questions the right page is such a near tie (0.98-0.99) when it is second.
 _NEAR_TIE = 0.95
@@ -107,7 +107,7 @@ def _jaccard(a: set[str], b: set[str]) -> float:
 
 def _words(text: str) -> str:
     """Lower-case words between single spaces, padded, so that `f" {name} " in` matches whole words."""
-    return " " + " ".join(_WORDS.findall(text.lower())) + " "
+    return " " + " ".join(WORD.findall(text.lower())) + " "
 
 
 def _name(hit: Hit) -> str:

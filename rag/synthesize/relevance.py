@@ -7,22 +7,11 @@ question and the excerpt, and how much of the question's own words the excerpt h
 
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
-from rag.retrieve.keyword import porter_stem, query_terms
+from rag.retrieve.text import question_stems, stems
 from rag.retrieve.types import Hit
 from rag.settings import AnswerSettings
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def stems(text: str) -> set[str]:
-    return {porter_stem(word) for word in _WORD.findall(text.lower())}
-
-
-def question_stems(question: str) -> set[str]:
-    return {porter_stem(term) for term in query_terms(question)}
 
 
 def coverage(wanted: set[str], text: str) -> float:

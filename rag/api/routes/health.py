@@ -1,6 +1,6 @@
 """GET /healthz: is each engine answering, and can the store still write? No token needed, and
 nothing in the answer is a secret or an error message: a failing check says only which part failed
-(the log says why)."""
+(the log says why). Each lane of the search index is a check under its own name ("vector", "text")."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy import text
 
 from rag.api.auth import get_service
@@ -33,10 +33,14 @@ class Check(BaseModel):
 
 
 class Health(BaseModel):
+    """The fixed checks, and one more per lane of the search index, named as the lane."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, Check]
+
     status: str
     store: Check
     writes: Check
-    vector: Check
     model: Check
     synthesizer: str
 
@@ -93,11 +97,11 @@ def _writable(svc: KnowledgeService) -> None:
 
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health, "description": "A part is down."}},
-            summary="The store (and its writes), the vector lane and the model")
+            summary="The store (and its writes), each lane of the search index, and the model")
 def healthz(request: Request) -> JSONResponse:
-    """200 with `status: ok` when the store answers and can write, the vector lane answers and the
-    embedding model has embedded; 503 with `status: degraded` otherwise. The language model (if
-    any) is named, not called: a probe would cost a paid request."""
+    """200 with `status: ok` when the store answers and can write, every lane's engine answers
+    and the embedding model has embedded; 503 with `status: degraded` otherwise. The language
+    model (if any) is named, not called: a probe would cost a paid request."""
     svc = get_service(request)
 
     def store() -> None:
@@ -107,12 +111,11 @@ def healthz(request: Request) -> JSONResponse:
     model_ready = bool(getattr(request.app.state, "model_ready", False))
     if not model_ready:  # it did not answer at start-up: ask again, until it does
         model_ready = request.app.state.model_ready = _check("model", lambda: svc.embedder.embed_query("health"))
-    settings = svc.settings
+    lanes = svc.index.health()  # each lane's engine, by lane name (the log says why one failed)
     checks = {
         "store": Check(ok=_check("store", store), engine=svc.db.dialect),
         "writes": Check(ok=_check("store's writes", lambda: _writable(svc)), engine=svc.db.dialect),
-        "vector": Check(ok=_check("vector lane", lambda: svc.vector.client.heartbeat()),
-                        engine="chroma server" if settings.chroma_url else "chroma embedded"),
+        **{name: Check(ok=lanes[name], engine=lane.engine) for name, lane in svc.index.lanes.items()},
         "model": Check(ok=model_ready, engine=svc.embedder.name),
     }
     healthy = all(check.ok for check in checks.values())

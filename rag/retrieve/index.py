@@ -1,0 +1,244 @@
+"""The search index: the registry of lanes, their fusion weights, and the step after fusion.
+
+Everything that writes, moves, repairs, checks or searches the lanes goes through one
+`SearchIndex`, which runs the operation on each lane in order, so that no other module names a
+lane. The lanes are built here from the settings (`build_search_index`): adding a lane is a
+module with a class that meets `rag.retrieve.lanes.Lane`, an entry in `LANE_BUILDERS`, and its
+name in `RetrieveSettings.lanes` (the `Literal`, and the default list to have it on) with its
+default weight in `LANE_WEIGHTS` (docs/architecture.md, "Add a lane").
+
+Writes come in two steps because of where the lanes keep their index (`Lane.in_store`): the lanes
+in the store are written in the transaction that writes the chunk rows, the lanes outside it
+once those rows are committed, so that an index outside the store never holds a chunk the store
+does not (what `reconcile` repairs otherwise).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from rag.errors import InvalidArgument, Unavailable
+from rag.models.embed import Embedder
+from rag.retrieve.fusion import Fused, reciprocal_rank_fusion
+from rag.retrieve.lanes import ChunkRef, ChunkSource, Lane, NoReranker, Reranker
+from rag.retrieve.types import IndexRow, LaneHit, Query, Scope
+from rag.settings import Settings
+from rag.store.db import Database
+
+log = logging.getLogger(__name__)
+
+
+class SearchIndex:
+    """The lanes by name, in order (the order of a hit's `retrievers`), with the fusion weights
+    keyed by lane name (1.0 for a lane without one) and the reranker after fusion."""
+
+    def __init__(
+        self,
+        lanes: Iterable[Lane],
+        weights: Mapping[str, float],
+        rrf_k: int = 60,
+        reranker: Reranker | None = None,
+    ) -> None:
+        self.lanes: dict[str, Lane] = {}
+        for lane in lanes:
+            if lane.name in self.lanes:
+                raise ValueError(f"two lanes are named {lane.name!r}")
+            self.lanes[lane.name] = lane
+        self.weights = {name: float(weights.get(name, 1.0)) for name in self.lanes}
+        self.rrf_k = rrf_k
+        self.reranker: Reranker = reranker or NoReranker()
+        self.source: ChunkSource | None = None
+
+    def lane(self, name: str) -> Lane:
+        try:
+            return self.lanes[name]
+        except KeyError:
+            raise InvalidArgument(f"no lane named {name!r} (the lanes: {', '.join(self.lanes)})") from None
+
+    def select(self, names: Sequence[str] | None = None) -> list[Lane]:
+        """These lanes, in the registry's order (all of them for None); an unknown name is refused."""
+        if names is None:
+            return list(self.lanes.values())
+        wanted = {self.lane(name).name for name in names}
+        return [lane for name, lane in self.lanes.items() if name in wanted]
+
+    @property
+    def uses_vectors(self) -> bool:
+        """Whether a lane needs the chunks' vectors: the publisher embeds them only then."""
+        return any(lane.uses_vectors for lane in self.lanes.values())
+
+    def _part(self, in_store: bool) -> list[Lane]:
+        return [lane for lane in self.lanes.values() if lane.in_store == in_store]
+
+    # ----- searching -----
+
+    def search(
+        self, session: Session, query: Query, scope: Scope, depth: int, lanes: Sequence[str] | None = None
+    ) -> dict[str, list[LaneHit]]:
+        """Each lane's own ranking of its best `depth` chunks under the scope."""
+        return {lane.name: lane.search(session, query, scope, depth) for lane in self.select(lanes)}
+
+    def fuse(self, found: Mapping[str, Sequence[LaneHit]]) -> list[Fused]:
+        """Reciprocal rank fusion with the weights by lane name."""
+        return reciprocal_rank_fusion(found, self.weights, self.rrf_k)
+
+    def rank(self, session: Session, query: Query, found: Mapping[str, Sequence[LaneHit]], k: int) -> list[Fused]:
+        """The best k: the lanes' rankings fused, then reranked (by default, left as fused)."""
+        return self.reranker.rerank(session, query, self.fuse(found), k)[:k]
+
+    # ----- the index side -----
+
+    def attach(self, source: ChunkSource) -> None:
+        """Where the store's chunks are read from, for the lanes that repair themselves."""
+        self.source = source
+        for lane in self.lanes.values():
+            lane.attach(source)
+
+    def _source(self) -> ChunkSource:
+        if self.source is None:
+            raise RuntimeError("the search index has no source of chunks attached (the publisher attaches it)")
+        return self.source
+
+    def add(self, session: Session | None, rows: Sequence[IndexRow], vectors: np.ndarray | None,
+            *, in_store: bool) -> None:
+        """Index a version's chunks in the lanes of one part: those in the store (`session` is the
+        transaction that writes the chunk rows), or, once it committed, those outside it."""
+        for lane in self._part(in_store):
+            lane.add(session, rows, vectors)
+
+    def delete(self, session: Session | None, chunks: Sequence[ChunkRef], *, in_store: bool) -> None:
+        """Remove chunks from the lanes of one part (as for add). A failure outside the store is
+        logged, not raised: a chunk left there is never shown (the lanes return published chunks
+        only), and the next reconcile removes it."""
+        if not chunks:
+            return
+        for lane in self._part(in_store):
+            if in_store:
+                lane.delete(session, chunks)
+                continue
+            try:
+                lane.delete(None, chunks)
+            except Exception:  # noqa: BLE001 - see the docstring
+                log.exception("could not delete %d chunks from the %s lane; they stay invisible to search",
+                              len(chunks), lane.name)
+
+    def move(self, chunk_ids: Sequence[int], from_kb: str) -> None:
+        """Chunks moved to another knowledge base in the store (committed): each lane that filters
+        on it follows, in its own transaction. A lane that fails is logged and left to the next
+        reconcile; the move itself stands."""
+        if not chunk_ids:
+            return
+        source = self._source()
+        with source.db.session() as session:
+            rows = source.rows_of(session, chunk_ids)
+        for lane in self.lanes.values():
+            try:
+                if lane.in_store:
+                    with source.db.session() as session:
+                        lane.move(session, rows, from_kb)
+                else:
+                    lane.move(None, rows, from_kb)
+            except Exception:  # noqa: BLE001 - see the docstring
+                log.exception("moving %d chunks between knowledge bases failed in the %s lane", len(rows), lane.name)
+
+    def reconcile(self) -> dict[str, int]:
+        """Each lane made to hold what the store says it should (a writer does this when it opens
+        the store); returns the chunks each lane repaired. A lane whose engine is down is skipped
+        and the others still run; then the first such error is raised."""
+        source = self._source()
+        repaired: dict[str, int] = {}
+        down: Unavailable | None = None
+        for lane in self.lanes.values():
+            try:
+                repaired[lane.name] = lane.reconcile(source)
+            except Unavailable as exc:
+                log.warning("the %s lane is unreachable; it is not reconciled", lane.name)
+                down = down or exc
+        if down is not None:
+            raise down
+        return repaired
+
+    def count(self, kb_id: str | None = None) -> dict[str, int]:
+        """Chunks in each lane's index (of one knowledge base, or of all)."""
+        return {name: lane.count(kb_id) for name, lane in self.lanes.items()}
+
+    def health(self) -> dict[str, bool]:
+        """Whether each lane's engine answers; the log says why one does not."""
+        status: dict[str, bool] = {}
+        for name, lane in self.lanes.items():
+            try:
+                lane.health()
+                status[name] = True
+            except Exception:  # noqa: BLE001 - health reports, it never fails
+                log.warning("health check of the %s lane failed", name, exc_info=True)
+                status[name] = False
+        return status
+
+    def open(self) -> None:
+        """Open every lane's engine now (Chroma, the model's name) rather than in the first search."""
+        for lane in self.lanes.values():
+            lane.open()
+
+    def close(self) -> None:
+        for lane in self.lanes.values():
+            lane.close()  # the keyword index releases its writer's lock
+
+
+# ----- building the lanes from the settings -----
+
+LaneBuilder = Callable[[Settings, Database, Callable[[], Embedder]], Lane]
+
+
+def _vector_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder]) -> Lane:
+    from rag.retrieve.vector import ChromaVectorLane, open_chroma_client
+
+    return ChromaVectorLane(lambda: open_chroma_client(settings), embedder, remote=bool(settings.chroma_url))
+
+
+def _keyword_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder]) -> Lane:
+    """PostgreSQL's own full text on PostgreSQL; on SQLite, tantivy (default) or FTS5."""
+    from rag.retrieve.keyword import PostgresKeywordLane, SqliteKeywordLane
+
+    engine, max_df = settings.retrieve.keyword_engine, settings.retrieve.keyword_max_df
+    if db.dialect == "sqlite" and engine == "tantivy":
+        from rag.retrieve.tantivy_lane import TantivyKeywordLane
+
+        return TantivyKeywordLane(Path(settings.keyword_path))
+    if db.dialect == "sqlite":
+        return SqliteKeywordLane(db, max_df)
+    if db.dialect == "postgresql":
+        return PostgresKeywordLane(db, max_df)
+    raise ValueError(f"no keyword lane for the {db.dialect} database")
+
+
+LANE_BUILDERS: dict[str, LaneBuilder] = {"vector": _vector_lane, "text": _keyword_lane}
+
+def _score_fusion(settings: Settings, embedder: Callable[[], Embedder]) -> Reranker:
+    from rag.retrieve.rerank import ScoreFusion
+
+    return ScoreFusion(settings.retrieve.weights)
+
+
+RERANKERS: dict[str, Callable[[Settings, Callable[[], Embedder]], Reranker]] = {
+    "none": lambda settings, embedder: NoReranker(),
+    "scores": _score_fusion,
+}
+
+
+def build_reranker(settings: Settings, embedder: Callable[[], Embedder]) -> Reranker:
+    """The step after fusion `settings.retrieve.rerank` names."""
+    return RERANKERS[settings.retrieve.rerank](settings, embedder)
+
+
+def build_search_index(settings: Settings, db: Database, embedder: Callable[[], Embedder]) -> SearchIndex:
+    """The lanes `settings.retrieve.lanes` names, in that order (which is also the order of a hit's
+    `retrievers`), with their weights and the configured reranker. Nothing is opened yet: `embedder`
+    is called when the model is first needed."""
+    retrieve = settings.retrieve
+    lanes = [LANE_BUILDERS[name](settings, db, embedder) for name in retrieve.lanes]
+    return SearchIndex(lanes, retrieve.weights, retrieve.rrf_k, build_reranker(settings, embedder))
