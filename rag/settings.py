@@ -62,9 +62,10 @@ class RetrieveSettings(BaseModel):
         "lane's to 2 minus it, as before the weights mapping (a lane named in `weights` wins).",
     )
     rerank: Literal["scores", "none"] = Field(
-        "scores",
-        description="The step after fusion: `scores` orders the fused candidates by the lanes' own scores, each "
-        "standardised over the candidates (rag/retrieve/rerank.py); `none` keeps reciprocal rank fusion's order.",
+        "none",
+        description="The step after fusion: `none` keeps reciprocal rank fusion's order; `scores` orders the fused "
+        "candidates by the lanes' own scores, each standardised over the candidates (rag/retrieve/rerank.py; "
+        "better on SciFact and HotpotQA, but a word that only one chunk holds loses its weight, docs/benchmarks.md).",
     )
     candidates: int = Field(100, ge=1, le=1000, description="Hits each lane contributes to fusion.")
     keyword_engine: Literal["tantivy", "fts5"] = Field(

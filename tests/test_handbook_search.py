@@ -26,7 +26,7 @@ def test_everyday_questions_find_the_right_page(handbook, question, expected):
 
 
 def test_scores_are_the_fused_rank_score(handbook):
-    """Score fusion reorders the candidates and keeps fusion's scale (rag/retrieve/rerank.py)."""
+    """Scores are fusion's, whatever step after fusion orders the candidates (rag/retrieve/rerank.py)."""
     hits = handbook.search(Principal.local_admin("default"), "annual leave carry over 240 hours", 10).hits
     assert hits[0].score <= 2 / 61 + 1e-12
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
