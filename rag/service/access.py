@@ -92,26 +92,32 @@ class Access:
     def knowledge_bases(self, principal: Principal) -> list[KnowledgeBase]:
         """The knowledge bases the caller sees, oldest first: all of its workspace under access all,
         those holding its folders under folder access, none without access."""
+        return self._workspace_and_visible_kbs(principal)[1]
+
+    def _workspace_and_visible_kbs(self, principal: Principal) -> tuple[list[KnowledgeBase], list[KnowledgeBase]]:
+        """Every knowledge base of the caller's workspace, and those the caller sees, in one read."""
         ensure_workspace(self.db, self.settings, principal.workspace_id)
         with self.db.session() as session:
             every = workspace_kbs(session, principal.workspace_id)
-            if principal.access == ACCESS_ALL:
-                return every
-            if principal.access != ACCESS_FOLDERS:
-                return []
-            holding = {root.kb_id for root in self.roots(session, principal)}
-        return [kb for kb in every if kb.id in holding]
+            return every, self.visible_among(session, principal, every)
+
+    def visible_among(self, session: Session, principal: Principal, kbs: list[KnowledgeBase]) -> list[KnowledgeBase]:
+        """Those of these knowledge bases (of the caller's workspace) the caller sees."""
+        if principal.access == ACCESS_ALL:
+            return kbs
+        if principal.access != ACCESS_FOLDERS:
+            return []
+        holding = {root.kb_id for root in self.roots(session, principal)}
+        return [kb for kb in kbs if kb.id in holding]
 
     def model_ids(self, principal: Principal) -> dict[str, KnowledgeBase]:
         """Model id (`default`, else the knowledge base's name) to knowledge base, default first.
         The default knowledge base is always listed: every workspace has one, so listing it tells
         nothing; a base named `default` that is not the default is shadowed."""
-        ensure_workspace(self.db, self.settings, principal.workspace_id)
+        every, visible = self._workspace_and_visible_kbs(principal)
         default_key = name_key(self.settings.default_kb)
-        with self.db.session() as session:
-            found = {DEFAULT_MODEL: kb for kb in workspace_kbs(session, principal.workspace_id)
-                     if kb.name_key == default_key}
-        for kb in self.knowledge_bases(principal):
+        found = {DEFAULT_MODEL: kb for kb in every if kb.name_key == default_key}
+        for kb in visible:
             if kb.name_key not in (default_key, DEFAULT_MODEL):
                 found[kb.name] = kb
         return found

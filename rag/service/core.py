@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 
 class forward:
-    """`name = forward("part")`: the front's `name` is that part's method of the same name."""
+    """`name = forward("part")`: the front's `name` is that part's method (or engine) of the same name."""
 
     def __init__(self, part: str, method: str | None = None) -> None:
         self.part = part
@@ -118,33 +118,13 @@ class KnowledgeService:
 
     # ----- the engines, as the surfaces and the evaluations reach them -----
 
-    @property
-    def embedder(self) -> Any:
-        return self.engines.embedder
-
-    @property
-    def index(self) -> Any:
-        return self.engines.index
-
-    @property
-    def vector(self) -> Any:
-        return self.engines.vector
-
-    @property
-    def keyword(self) -> Any:
-        return self.engines.keyword
-
-    @property
-    def retriever(self) -> Any:
-        return self.engines.retriever
-
-    @property
-    def chat_model(self) -> Any:
-        return self.engines.chat_model
-
-    @property
-    def synthesizer(self) -> Any:
-        return self.engines.synthesizer
+    embedder = forward("engines")
+    index = forward("engines")
+    vector = forward("engines")
+    keyword = forward("engines")
+    retriever = forward("engines")
+    chat_model = forward("engines")
+    synthesizer = forward("engines")
 
     # ----- the operations, each owned by one part -----
 

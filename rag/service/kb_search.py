@@ -102,14 +102,12 @@ class KnowledgeBaseSearches:
         try:
             with self.db.session() as session:
                 kbs = workspace_kbs(session, principal.workspace_id)
-            if not kbs:
-                result.note = NO_KNOWLEDGE_BASE
-                return result
-            # Only the knowledge bases the caller sees: a failure elsewhere must not name one it
-            # cannot see.
-            visible = {kb.id for kb in self.access.knowledge_bases(principal)}
-            kbs = [kb for kb in kbs if kb.id in visible]
-            with self.db.session() as session:
+                if not kbs:
+                    result.note = NO_KNOWLEDGE_BASE
+                    return result
+                # Only the knowledge bases the caller sees: a failure elsewhere must not name one
+                # it cannot see.
+                kbs = self.access.visible_among(session, principal, kbs)
                 documents = self.access.visible_documents(session, principal)
         except SQLAlchemyError as exc:
             log.exception("listing the knowledge bases failed")
