@@ -10,7 +10,7 @@ from rag.service.principal import Principal
 from rag.service.search import check_query
 from rag.synthesize.conversation import standalone_question, validate_history
 from rag.synthesize.relevance import relevant_hits
-from rag.synthesize.types import Answer, AnswerEvent
+from rag.synthesize.types import ABSTENTION, Answer, AnswerEvent
 
 if TYPE_CHECKING:
     from rag.service.access import Access
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rag.service.engines import Engines
     from rag.settings import Settings
 
-NOTHING_FOUND = "The knowledge base has nothing on this question."
+NOTHING_FOUND = ABSTENTION
 
 
 class Answers:

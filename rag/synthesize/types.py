@@ -7,6 +7,10 @@ from typing import Literal
 
 from rag.retrieve.types import Hit
 
+# The one sentence an answer that declines gives, from either synthesizer (the answer prompt asks the
+# model for exactly this sentence); such an answer cites nothing.
+ABSTENTION = "The knowledge base has nothing on this question."
+
 
 @dataclass
 class Source:
