@@ -1,7 +1,8 @@
 """Chunking with llama-index-core's node parsers: Markdown sections, then sentence-aware splits.
 
 Every chunk keeps its heading path and its character span in the version's body, so a citation
-can point at the exact text (``body[char_start:char_end] == chunk.text``).
+can point at the exact text (``body[char_start:char_end] == chunk.text``). Heading paths are
+derived text: each heading is cleaned of markup (``clean_heading``), the chunk text is not.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 from llama_index.core import Document
 from llama_index.core.node_parser import MarkdownNodeParser, SentenceSplitter
 from llama_index.core.utils import get_tokenizer
+
+from rag.synthesize.markup import clean_heading
 
 _HEADING = re.compile(r"\A(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
 
@@ -27,7 +30,7 @@ class ChunkSpec:
         """What the lanes see: the heading path as context, then the chunk's own text."""
         if not contextual or not self.heading_path:
             return self.text
-        first_line = self.text.lstrip().split("\n", 1)[0].lstrip("#").strip()
+        first_line = clean_heading(self.text.lstrip().split("\n", 1)[0].lstrip("#").strip())
         path = list(self.heading_path)
         if path and path[-1] == first_line:
             path = path[:-1]  # the chunk already opens with its own heading
@@ -69,7 +72,7 @@ class Chunker:
                 level = len(heading.group(1))
                 while stack and stack[-1][0] >= level:
                     stack.pop()
-                stack.append((level, heading.group(2).strip()))
+                stack.append((level, clean_heading(heading.group(2)) or heading.group(2).strip()))
             sections.append(_Section(start, end, tuple(title for _, title in stack)))
         return sections
 

@@ -4,6 +4,9 @@ Names, summaries and metadata are never indexed, so what a document is about mus
 the title (front matter ``title``, a corpus record's ``title``, else the first heading or the file
 name) becomes the body's first heading. Template tags (``{% … %}``, ``{{ … }}``, ``{# … #}``) are
 stripped; YAML front matter becomes the document's metadata.
+
+Titles are derived text, so they are cleaned of markup (``clean_heading``: heading anchors such as
+``{ #cors }``, HTML tags, emphasis, code and link markers); the body keeps its headings as written.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+
+from rag.synthesize.markup import clean_heading
 
 MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdx"}
 TEXT_SUFFIXES = {".txt", ".text", ".rst"}
@@ -64,7 +69,7 @@ def with_title(title: str, content: str) -> str:
     """The body: the title as its first heading, then the content (unless it already opens so)."""
     content = content.strip("\n")
     match = _FIRST_HEADING.match(content)
-    if match and match.group(1).strip().lower() == title.strip().lower():
+    if match and clean_heading(match.group(1)).lower() == clean_heading(title).lower():
         return content + "\n"
     return f"# {title}\n\n{content}\n" if content else f"# {title}\n"
 
@@ -86,9 +91,10 @@ def parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
         text = text[match.end():]
     content = _tidy(strip_template_tags(text))
     title = metadata.get("title")
-    if not isinstance(title, str) or not title.strip():
+    title = clean_heading(title) if isinstance(title, str) else ""
+    if not title:
         heading = _FIRST_HEADING.match(content)
-        title = heading.group(1).strip() if heading else fallback_title
+        title = (clean_heading(heading.group(1)) if heading else "") or fallback_title
     title = " ".join(str(title).split())
     return ParsedDocument(title=title, body=with_title(title, content), metadata=metadata, warnings=warnings)
 

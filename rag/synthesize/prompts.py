@@ -2,6 +2,11 @@
 
 A prompt is a ``string.Template``: ``$excerpts`` and ``$question`` are filled with the values as they
 are, so braces or dollar signs inside a document never break or change the template.
+
+Excerpts are data: their text cannot open or close an ``<excerpt>`` tag, and their bracketed
+numbers (``[2]``, ``[1-3]``) are shown as ``［2］`` (``neutral_brackets``) so that a model never
+copies a document's own reference as if it cited excerpt 2. Titles and section paths are cleaned of
+markup (``clean_heading``).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Sequence
 
 from rag.errors import InvalidArgument
 from rag.retrieve.types import Hit
+from rag.synthesize.markup import clean_heading, neutral_brackets
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 _NAME = re.compile(r"^[a-z0-9_]+$")
@@ -41,16 +47,17 @@ def _neutral(text: str) -> str:
 
 
 def _attribute(text: str) -> str:
-    return _neutral(text).replace('"', "'").replace("\n", " ")
+    return neutral_brackets(_neutral(clean_heading(text))).replace('"', "'").replace("\n", " ")
 
 
 def format_excerpts(hits: Sequence[Hit], excerpt_chars: int = 2000) -> str:
     """Numbered excerpts as the answer prompt shows them, each fenced so its text stays data."""
     blocks = []
     for number, hit in enumerate(hits, start=1):
-        section = " > ".join(hit.heading_path)
+        section = " > ".join(part for part in (clean_heading(p) for p in hit.heading_path) if part)
         head = f'<excerpt n="{number}" document="{_attribute(hit.title)}"'
         if section:
             head += f' section="{_attribute(section)}"'
-        blocks.append(f"{head}>\n{_neutral(hit.excerpt(excerpt_chars))}\n</excerpt>")
+        text = neutral_brackets(_neutral(hit.excerpt(excerpt_chars)))
+        blocks.append(f"{head}>\n{text}\n</excerpt>")
     return "\n\n".join(blocks)
