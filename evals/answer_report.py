@@ -1,7 +1,8 @@
 """What `rag eval run --out DIR` writes: summary.json, questions.jsonl, report.md and report.html
 (the same tables, with plots of our scores against the baselines and of the latency spread).
 
-The plots are matplotlib figures saved as SVG and written inline, so the page is one file.
+The plots are matplotlib figures saved as SVG and written inline, so the page is one file. A
+pages-layout run (evals/page_answers.py) writes summary.json, questions.jsonl and report.md.
 """
 
 from __future__ import annotations
@@ -145,3 +146,49 @@ def write_run(out: Path, summary: dict[str, Any], rows: Sequence[dict[str, Any]]
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     (out / "report.md").write_text(markdown(summary))
     (out / "report.html").write_text(html_page(summary, [r["latency_ms"] for r in rows]))
+
+
+# ----- a pages-plus-questions run (evals/page_answers.py): a row per metric, a column per question kind -----
+
+PAGE_LABELS = {
+    "questions": "questions", "answerable": "answerable", "retrieval@5": "retrieval@5",
+    "gold_found@5": "gold found@5 (multi)", "gold_cited": "gold cited", "key_hit": "key hit",
+    "wrongly_declined": "wrongly declined", "declined": "declined (no answer)",
+    "latency_p50_ms": "latency p50 ms", "latency_p95_ms": "latency p95 ms",
+}
+
+
+def pages_table_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """A row per metric, a column per group: the question kinds, all, and the odd (calibration) and
+    even (held-out) splits when the run took both."""
+    scores = summary["scores"]
+    header = ["metric", *scores]
+    return header, [[label, *(fmt(scores[g]["rag"][key]) for g in scores)] for key, label in PAGE_LABELS.items()]
+
+
+def pages_markdown(summary: dict[str, Any]) -> str:
+    s, load, ingest = summary["seconds"], summary["load_average"], summary["ingest"]
+    lines = [
+        f"# Answers and citations: {summary['dataset']}", "",
+        f"{summary['questions']} questions (split `{summary['split']}`, of {summary['dataset_questions']}) over "
+        f"{ingest['pages']} pages ({ingest['chunks']} chunks; {len(ingest['skipped'])} skipped, "
+        f"{len(ingest['failed'])} failed); synthesizer `{summary['synthesizer']}`.",
+        f"Run time {s['total']} s (ingest {s['ingest']} s, questions {s['questions']} s) on {summary['cpus']} CPUs, "
+        f"load average {load['start'][0]} at the start, {load['end'][0]} at the end.",
+    ]
+    if ingest["questions_missing_gold_pages"]:
+        lines.append(f"Questions whose gold pages were not ingested: {', '.join(ingest['questions_missing_gold_pages'])}.")
+    support = summary.get("citation_support")
+    if support:
+        lines.append(f"Citation support judged by `{support['judge']}` on {support['answers_judged']} answers: "
+                     f"recall {fmt(support['support_recall'])}, precision {fmt(support['support_precision'])}.")
+    return "\n".join([*lines, "", _markdown_table(*pages_table_rows(summary))]) + "\n"
+
+
+def write_pages_run(out: Path, summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    with (out / "questions.jsonl").open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    (out / "report.md").write_text(pages_markdown(summary))

@@ -1,7 +1,8 @@
 """`rag eval compare A B`: the differences between two `rag eval run --out` folders.
 
 A regression is a score of ours (the `rag` system) that B has lower than A by more than the
-tolerance (absolute), in any question group; with a latency tolerance, also a latency that B has
+tolerance (absolute), in any question group (a pages-layout run's groups are its question kinds and
+splits; its wrongly_declined regresses when it grows); with a latency tolerance, also a latency that B has
 higher than A by more than that share. Baselines are shown but never judged: they only move when
 retrieval or the dataset does.
 """
@@ -14,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from evals.answer_metrics import METRICS
+from evals.page_metrics import LOWER_IS_BETTER, PAGE_METRICS
 
 LATENCY = ("latency_p50_ms", "latency_p95_ms")
-SAME_RUN_KEYS = ("dataset", "questions", "corpus_records")
+SAME_RUN_KEYS = ("dataset", "questions", "corpus_records", "split")
 
 
 @dataclass
@@ -50,10 +52,12 @@ def mismatches(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 
 def _regressed(metric: str, a: Any, b: Any, tolerance: float, latency_tolerance: float | None) -> bool:
-    if a is None or b is None or metric == "questions":
+    if a is None or b is None or metric in ("questions", "answerable"):
         return False
     if metric in LATENCY:
         return latency_tolerance is not None and b > a * (1 + latency_tolerance)
+    if metric in LOWER_IS_BETTER:
+        return b > a + tolerance + 1e-12
     return b < a - tolerance - 1e-12  # a float rounding never reads as a regression
 
 
@@ -61,10 +65,11 @@ def compare_runs(
     a: dict[str, Any], b: dict[str, Any], tolerance: float = 0.02, latency_tolerance: float | None = None
 ) -> list[Difference]:
     diffs: list[Difference] = []
+    names = PAGE_METRICS if a.get("layout") == "pages" else METRICS  # a pages-layout run: by question kind
     for group, systems in a["scores"].items():
         for system, metrics in systems.items():
             other = b["scores"].get(group, {}).get(system, {})
-            for metric in METRICS:
+            for metric in names:
                 va, vb = metrics.get(metric), other.get(metric)
                 judged = system == "rag" and _regressed(metric, va, vb, tolerance, latency_tolerance)
                 diffs.append(Difference(group, system, metric, va, vb, judged))

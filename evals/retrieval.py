@@ -31,17 +31,20 @@ from rich.progress import (
 )
 
 from evals.beir import BeirDataset, load_beir
+from evals.pages import PagesDataset
 from evals.qa import QADataset, load_qa_as_beir
 from evals.metrics import evaluate
 from rag.models.embed import Embedder
 from rag.retrieve.types import Hit, LaneHit, Scope
 from rag.service import KnowledgeService, Principal
+from rag.service.ingest import IngestProgress, IngestReport
 from rag.settings import Settings
 
 HYBRID = "hybrid"  # every lane of the search index, as a search uses them
 DEPTH = 300  # chunks asked of each lane and kept after fusion: enough for 100 distinct documents
 TOP = 100  # documents per query that the metrics see
 WORKSPACE = "default"
+Ingester = Callable[[KnowledgeService, Principal, IngestProgress], IngestReport]
 
 
 def default_embed_cache() -> Path:
@@ -100,9 +103,10 @@ class Bench:
 
     service: KnowledgeService
     principal: Principal
-    dataset: BeirDataset | QADataset
+    dataset: BeirDataset | QADataset | PagesDataset
     scope: Scope
     embedder: QueryMemo
+    ingest_report: IngestReport | None = None
 
     @property
     def lanes(self) -> list[str]:
@@ -133,10 +137,12 @@ def eval_settings(home: Path, embed_cache: Path | None = None, database_url: str
 
 
 def open_bench(
-    dataset: BeirDataset | QADataset, home: Path, progress: Progress, embed_cache: Path | None = None,
-    settings: Settings | None = None,
+    dataset: BeirDataset | QADataset | PagesDataset, home: Path, progress: Progress, embed_cache: Path | None = None,
+    settings: Settings | None = None, ingest: Ingester | None = None,
 ) -> Bench:
-    """The dataset's corpus ingested; `settings` default to eval_settings(home, embed_cache)."""
+    """The dataset's corpus ingested; `settings` default to eval_settings(home, embed_cache).
+    `ingest(service, principal, progress)` replaces ingesting `dataset.corpus` as records (a pages
+    dataset ingests its folder)."""
     service = KnowledgeService(settings or eval_settings(home, embed_cache))
     try:
         principal = Principal.local_admin(WORKSPACE)
@@ -147,12 +153,15 @@ def open_bench(
                 tasks[stage] = progress.add_task(f"ingest: {stage}", total=total)
             progress.update(tasks[stage], completed=done, total=total)
 
-        report = service.ingest_records(principal, dataset.corpus, kb_name=dataset.name, progress=on_progress)
-        if report.failed:
+        if ingest is None:
+            report = service.ingest_records(principal, dataset.corpus, kb_name=dataset.name, progress=on_progress)
+        else:
+            report = ingest(service, principal, on_progress)
+        if report.failed and ingest is None:  # an ingester reports its own failures
             progress.console.print(f"[yellow]{len(report.failed)} record(s) not ingested, e.g. {report.failed[0]}")
         embedder = QueryMemo(service.embedder)
         service.retriever.embedder = embedder
-        return Bench(service, principal, dataset, service.scope(principal, dataset.name), embedder)
+        return Bench(service, principal, dataset, service.scope(principal, dataset.name), embedder, report)
     except BaseException:
         service.close()
         raise

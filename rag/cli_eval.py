@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -18,6 +20,15 @@ from rag.errors import RagError, StoreLocked
 
 if TYPE_CHECKING:
     from evals.compare import Difference
+
+
+class Split(str, Enum):
+    """`rag eval run --split`: which questions of a pages layout, by the number their id ends with."""
+
+    all = "all"
+    odd = "odd"
+    even = "even"
+
 
 eval_app = typer.Typer(help="Measure retrieval and cited answers on benchmark datasets.", no_args_is_help=True)
 
@@ -100,12 +111,18 @@ def _answer_table(title: str, scores: dict) -> Table:
 @eval_app.command("run")
 def run(
     dataset: Path = typer.Option(
-        ..., "--dataset", exists=True, file_okay=False, help="corpus.jsonl + questions.jsonl (HotpotQA layout)."
+        ..., "--dataset", exists=True, file_okay=False,
+        help="corpus.jsonl + questions.jsonl (HotpotQA layout), or questions.jsonl beside a pages/ or files/ "
+        "folder (pages layout: the folder is ingested, a page's id is its path in it).",
     ),
     synthesizer: Optional[str] = typer.Option(
         None, "--synthesizer", help="'extractive' or a litellm model (default: RAG_LLM_MODEL, else extractive)."
     ),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Ask only the first N questions."),
+    split: Split = typer.Option(
+        Split.all, "--split", case_sensitive=False,
+        help="Pages layout: the questions whose id ends in an odd number (calibration), an even one (held out), or all.",
+    ),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Ask only the first N questions (of the split)."),
     unanswerable: float = typer.Option(
         0.0, "--unanswerable", min=0.0, max=1.0, help="Make this fraction unanswerable (gold passages left out)."
     ),
@@ -117,10 +134,19 @@ def run(
     home: Optional[Path] = typer.Option(None, "--home", help="Keep the ingested store here (default: a temp dir)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Cited answers scored against gold answers and passages, beside top-1 copy and always abstain."""
+    """Cited answers scored against gold answers and passages, beside top-1 copy and always abstain;
+    on a pages layout, against gold pages and answer keys, by question kind."""
     from evals.answer_report import GROUP_TITLES, write_run
     from evals.answers import AnswerEvalOptions, run_answer_eval
+    from evals.pages import is_pages_layout
 
+    if is_pages_layout(dataset):
+        if unanswerable:
+            raise _fail(ValueError("--unanswerable applies to the HotpotQA layout, not to a pages layout")) from None
+        _run_pages(dataset, synthesizer, split.value, limit, judge, out, home, as_json)
+        return
+    if split is not Split.all:
+        raise _fail(ValueError("--split applies to a pages layout (questions.jsonl beside pages/ or files/)")) from None
     options = AnswerEvalOptions(dataset, synthesizer, limit, unanswerable, seed, home, judge=judge)
     try:
         summary, rows = run_answer_eval(options, Console(stderr=True))
@@ -138,6 +164,39 @@ def run(
     seconds, load = summary["seconds"], summary["load_average"]
     console.print(f"{summary['synthesizer']}; {seconds['total']:.0f} s; load {load['end'][0]}"
                   + (f"; report in {out}" if out else ""), style="dim")
+
+
+def _run_pages(dataset: Path, synthesizer: Optional[str], split: str, limit: Optional[int], judge: Optional[str],
+               out: Optional[Path], home: Optional[Path], as_json: bool) -> None:
+    from evals.answer_report import pages_table_rows, write_pages_run
+    from evals.page_answers import PagesEvalOptions, run_pages_eval
+
+    options = PagesEvalOptions(dataset, synthesizer, split, limit, home, judge=judge)
+    try:
+        summary, rows = run_pages_eval(options, Console(stderr=True))
+    except (FileNotFoundError, ValueError, RagError) as exc:
+        raise _fail(exc) from None
+    if out is not None:
+        write_pages_run(out, summary, rows)
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    header, table_rows = pages_table_rows(summary)
+    table = Table(title=f"{summary['dataset']} ({summary['split']}, {summary['questions']} questions, "
+                        f"{summary['corpus_records']} pages)", box=box.SIMPLE_HEAD,
+                  caption="odd: ids ending in an odd number (calibration); even: held out" if "odd" in header else None)
+    for i, name in enumerate(header):
+        table.add_column(name, justify="left" if i == 0 else "right", style="bold" if name == "all" else None,
+                         no_wrap=True)
+    for row in table_rows:
+        table.add_row(*row)
+    console = Console()
+    if not console.is_terminal:  # written to a file or a pipe: wide enough for a column per kind, never cut
+        console = Console(width=max(console.width, 120))
+    console.print(table)
+    seconds, load = summary["seconds"], summary["load_average"]
+    console.print(f"{summary['synthesizer']}; {seconds['total']:.0f} s (ingest {seconds['ingest']:.0f} s); "
+                  f"load {load['end'][0]}" + (f"; report in {out}" if out else ""), style="dim")
 
 
 def _print_differences(diffs: list[Difference], title: str) -> None:
