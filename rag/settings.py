@@ -144,6 +144,26 @@ class AnswerSettings(BaseModel):
         description="...or some excerpt holds this share of the question's words (stemmed, stop words out).",
     )
     extractive_sentences: int = Field(3, ge=1, le=10, description="Sentences in an extractive answer.")
+    extractive_embed: int = Field(
+        8, ge=1, le=64,
+        description="Extractive: sentences embedded per question, the best by the cheap score (each "
+        "excerpt document's best one always is).",
+    )
+    min_subject_coverage: float = Field(
+        0.5, ge=0.0, le=1.0,
+        description="Extractive: decline unless the answer's sentences name this share of the question's "
+        "subject terms (names, identifiers, rare words; weighed by rarity in the knowledge base).",
+    )
+    subject_free_similarity: float = Field(
+        0.75, ge=-1.0, le=1.0,
+        description="Extractive: an answer sentence this similar to the question answers it whatever words "
+        "it uses (the subject rule is not applied).",
+    )
+    subject_max_share: float = Field(
+        0.05, ge=0.0, le=1.0,
+        description="A question word held by more than this share of the chunks is the knowledge base's own "
+        "subject, not the question's.",
+    )
 
 
 class Settings(BaseSettings):

@@ -276,7 +276,8 @@ class CachedEmbedder:
     def dim(self) -> int:
         return self.inner.dim
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str], store: bool = True) -> np.ndarray:
+        """Vectors from the cache, the model computing (and, with `store`, caching) the rest."""
         keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
         found: dict[str, np.ndarray] = {}
         with self._lock:
@@ -292,11 +293,13 @@ class CachedEmbedder:
         self.misses += len(missing)
         if missing:
             fresh = self.inner.embed([texts[i] for i in missing])
+        if missing and store:
             with self._lock, self._conn:
                 self._conn.executemany(
                     "INSERT OR REPLACE INTO embeddings (model, key, vector) VALUES (?, ?, ?)",
                     [(self.name, keys[i], fresh[j].astype(np.float32).tobytes()) for j, i in enumerate(missing)],
                 )
+        if missing:
             for j, i in enumerate(missing):
                 found[keys[i]] = fresh[j]
         if not keys:

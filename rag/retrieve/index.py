@@ -91,6 +91,15 @@ class SearchIndex:
         """The best k: the lanes' rankings fused, then reranked (by default, left as fused)."""
         return self.reranker.rerank(session, query, self.fuse(found), k)[:k]
 
+    def doc_freq(self, session: Session, words: Sequence[str]) -> tuple[dict[str, int], int] | None:
+        """The knowledge's vocabulary: how many chunks hold each word, and how many chunks there
+        are, from the first lane that counts words (a keyword lane); None when no lane does."""
+        for lane in self.lanes.values():
+            counter = getattr(lane, "doc_freq", None)
+            if counter is not None:
+                return counter(session, words)
+        return None
+
     # ----- the index side -----
 
     def attach(self, source: ChunkSource) -> None:

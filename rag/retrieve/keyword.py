@@ -150,6 +150,18 @@ class SqliteKeywordLane(_IndexTable):
             kept = rarest[:2]
         return [t for t in terms if t in kept]
 
+    def doc_freq(self, session: Session, words: Sequence[str]) -> tuple[dict[str, int], int]:
+        """(how many chunks hold each word, as the lane stems it; how many chunks there are)."""
+        stems = {word: porter_stem(word.lower()) for word in words}
+        if not stems:
+            return {}, self._chunk_count(session)
+        marks = ", ".join(f":s{i}" for i in range(len(stems)))
+        df = dict(session.execute(
+            text(f"SELECT term, doc FROM chunk_fts_vocab WHERE term IN ({marks})"),
+            {f"s{i}": stem for i, stem in enumerate(stems.values())},
+        ).all())
+        return {word: int(df.get(stem, 0)) for word, stem in stems.items()}, self._chunk_count(session)
+
     def search(self, session: Session, query: Query, scope: Scope, depth: int) -> list[LaneHit]:
         terms = query_terms(query.text)
         if not terms or scope.empty:
@@ -254,6 +266,20 @@ class PostgresKeywordLane(_IndexTable):
         kept = [(lex, df) for i, (lex, df) in enumerate(ranked) if i < 2 or df <= self.max_df * total]
         idf = {lex: math.log(1 + (total - df + 0.5) / (df + 0.5)) for lex, df in kept}
         return idf, max(1.0, length / total)
+
+    def doc_freq(self, session: Session, words: Sequence[str]) -> tuple[dict[str, int], int]:
+        """(how many chunks hold each word, as the lane's dictionary normalises it; how many chunks)."""
+        df: dict[str, int] = {}
+        for word in words:
+            lexemes = list(session.scalars(
+                text("SELECT lexeme FROM unnest(to_tsvector('english', :word))"), {"word": word}))
+            if lexemes:
+                df[word] = int(session.scalar(
+                    text("SELECT df FROM keyword_df WHERE lexeme = :lexeme"), {"lexeme": lexemes[0]}) or 0)
+            else:
+                df[word] = 0
+        total = int(session.scalar(text("SELECT df FROM keyword_df WHERE lexeme = ''")) or 0)
+        return df, total
 
     def search(self, session: Session, query: Query, scope: Scope, depth: int) -> list[LaneHit]:
         terms = query_terms(query.text)

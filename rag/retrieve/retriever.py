@@ -54,6 +54,12 @@ class Retriever:
             found = self.index.search(session, query, scope, depth, lanes)
             return self._hydrate(session, self.index.rank(session, query, found, k))
 
+    def doc_freq(self, words: Sequence[str]) -> tuple[dict[str, int], int] | None:
+        """How many chunks of the store hold each word, and how many chunks there are (None: no
+        lane counts words). The synthesizer judges which of a question's words are rare with it."""
+        with self.db.session() as session:
+            return self.index.doc_freq(session, words)
+
     def _hydrate(self, session: Session, fused: Sequence[Fused]) -> list[Hit]:
         if not fused:
             return []

@@ -281,6 +281,17 @@ class TantivyKeywordLane:
             clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(nodes, 0.0)))
         return tantivy.Query.boolean_query(clauses)
 
+    def doc_freq(self, session: Session, words: Sequence[str]) -> tuple[dict[str, int], int]:
+        """(how many chunks hold each word, as the index reads it; how many chunks there are)."""
+        self._repair(session)
+        searcher = self.index.searcher()
+        df = {}
+        for word in words:
+            # Counted by a query, so that the index's own tokenizer and stemmer read the word.
+            query = self.index.parse_query('"' + word.replace('"', " ") + '"', ["text"])
+            df[word] = int(searcher.search(query, 1, count=True).count or 0)
+        return df, int(searcher.num_docs)
+
     def search(self, session: Session, query: Query, scope: Scope, depth: int) -> list[LaneHit]:
         terms = query_terms(query.text)
         if not terms or scope.empty:

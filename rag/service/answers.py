@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterator
 
 from rag.errors import RagError
-from rag.retrieve.types import Hit
+from rag.retrieve.types import Hit, Query
 from rag.service.principal import Principal
 from rag.service.search import check_query
 from rag.synthesize.conversation import standalone_question, validate_history
@@ -31,22 +31,24 @@ class Answers:
         self.activity = activity
         self.engines = engines
 
-    def _prepare(self, principal: Principal, query: str, kb_name: str | None, history: Any) -> tuple[str, list[Hit]]:
-        """The standalone question and the retrieved excerpts that are about it (none: abstain)."""
+    def _prepare(self, principal: Principal, query: str, kb_name: str | None, history: Any) -> tuple[Query, list[Hit]]:
+        """The standalone question and the retrieved excerpts that are about it (none: abstain).
+        The question is a `Query`: the vector retrieval computed for it is the synthesizer's too."""
         try:
             check_query(query)
             messages = validate_history(history)
             scope = self.access.scope(principal, kb_name)
-            question = standalone_question(query, messages, self.engines.chat_model)
+            question = self.engines.retriever.query(standalone_question(query, messages, self.engines.chat_model))
             hits = self.access.shown_hits(
                 principal, self.engines.retriever.retrieve(question, scope, self.settings.answer.excerpts))
         except RagError as exc:
             self.activity.record(principal, "ask", kb_name, exc.code)
             raise
-        return question, relevant_hits(question, hits, self.settings.answer)
+        return question, relevant_hits(question.text, hits, self.settings.answer)
 
-    def _abstain(self, question: str) -> Answer:
-        return Answer(NOTHING_FOUND, [], synthesizer=self.engines.synthesizer.name, abstained=True, question=question)
+    def _abstain(self, question: Query) -> Answer:
+        return Answer(
+            NOTHING_FOUND, [], synthesizer=self.engines.synthesizer.name, abstained=True, question=question.text)
 
     def _record(self, principal: Principal, kb_name: str | None, query: str, answer: Answer) -> None:
         self.activity.record(principal, "ask", kb_name, "ok", {

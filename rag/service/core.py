@@ -41,6 +41,7 @@ from rag.service.transfer import Transfer
 from rag.settings import Settings
 from rag.store.db import Database
 from rag.store.lock import HomeLock
+from rag.synthesize.extractive import sentence_texts
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ class KnowledgeService:
                 lambda: self.engines.embedder,
                 self.engines.index,
                 contextual_headings=settings.index.contextual_headings,
+                also_embed=None if settings.llm_model else sentence_texts,
             )
             self.publish_queue = PublishQueue(self.publisher)
             self.publish_worker: PublishWorker | None = None

@@ -58,7 +58,7 @@ class Engines:
             return LLMSynthesizer(self.chat_model, self.settings.retrieve.excerpt_chars)
         from rag.synthesize.extractive import ExtractiveSynthesizer
 
-        return ExtractiveSynthesizer(self.embedder, self.settings.answer)
+        return ExtractiveSynthesizer(self.embedder, self.settings.answer, self.retriever.doc_freq)
 
     def close(self) -> None:
         self.index.close()  # the keyword index releases its writer's lock

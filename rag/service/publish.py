@@ -104,8 +104,13 @@ class Publisher:
         index: SearchIndex,
         contextual_headings: bool = True,
         batch_chunks: int = 512,
+        also_embed: Callable[[str, Sequence[str]], list[str]] | None = None,
     ) -> None:
         self.db = db
+        # More texts of each chunk to embed while publishing, from (its text, its heading path):
+        # the extractive answer's sentences, so that a question never asked before finds their
+        # vectors in the embedding cache instead of waiting for the model.
+        self.also_embed = also_embed
         self.chunker = chunker
         self._embedder = embedder
         self.index = index
@@ -209,6 +214,8 @@ class Publisher:
         version_ids = [p.version_id for p in group]
         try:
             vectors = self._embed(texts) if self.index.uses_vectors else None
+            if self.also_embed is not None:
+                self._embed([t for p in group for spec in p.specs for t in self.also_embed(spec.text, spec.heading_path)])
             rows = [
                 {
                     "version_id": p.version_id,

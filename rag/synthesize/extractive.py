@@ -1,14 +1,21 @@
 """The embedded default: an answer built from the retrieved sentences themselves, no model at all.
 
-Each sentence of the excerpts is scored by meaning (cosine similarity with the question, from the
-local embedder) and by how many of the question's words it holds; the best few that are not
-near-duplicates of each other become the answer, each citing its excerpt under the same contract
-as a model's answer.
+Every sentence of the excerpts (`sentences.py`) is first scored cheaply: how much of the question's
+weight it holds (its words weighed by their rarity in the knowledge base), how close its excerpt
+is to the question, and what kind of sentence it is. A how-to question wants the sentence that
+says how: one that carries a command, flag, setting or file name, or introduces a code block. No
+question wants a sentence that points elsewhere ("see below") or that restates the question. Only
+the best few are then embedded and scored by meaning as well, which keeps a question never asked
+before fast. The best sentences that are not near-duplicates become the answer, each citing its
+excerpt under the same contract as a model's answer; a sentence that introduces a code block or a
+short list shows it after it.
 
-The sentences come from at most two documents: the one holding the best sentence, and the one it
-leads to (see `leads_to`), else one whose best sentence scores nearly as well. Sentences of other
-documents that merely score well are usually about the question's own subject without answering
-it, and each costs a citation that points at the wrong document.
+The sentences come from the document holding the best sentence, the one it leads to (see
+`leads_to`), and any other document that holds a part of the question the chosen sentences do
+not (a comparison or a question with several parts). Sentences of other documents that merely
+score well are usually about the question's own subject without answering it.
+
+An answer whose sentences do not name what the question is about (`subject.py`) is declined.
 """
 
 from __future__ import annotations
@@ -20,22 +27,22 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from rag.models.embed import Embedder
-from rag.retrieve.types import Hit
+from rag.retrieve.types import Hit, Query
 from rag.settings import AnswerSettings
+from rag.retrieve.text import WORD, stems
 from rag.synthesize.citations import CitationStream
-from rag.retrieve.text import WORD, question_stems, stems
-from rag.synthesize.relevance import coverage
-from rag.synthesize.types import Answer, AnswerEvent
+from rag.synthesize.features import NEW_PART, asks_for, held_share, kind_score, question_weights
+from rag.synthesize.sentences import sentences as excerpt_sentences
+from rag.synthesize.subject import DocFreq, Term, subject_coverage, subject_terms
+from rag.synthesize.types import ABSTENTION, Answer, AnswerEvent, question_text
 
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(]?[A-Z0-9])")
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_EMPHASIS = re.compile(r"(\*\*|__|`)")
 _MAX_ANSWER_CHARS = 1200
 _QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")  # "Kiss and Tell (1945 film)" is named "Kiss and Tell"
 # A document that leads nowhere is joined by another whose best sentence scores within 5% of the
 # best: on the handbook questions the right page is such a near tie (0.98-0.99) when it is second.
 _NEAR_TIE = 0.95
+LEXICAL_WEIGHT = 0.25
+IDF = True  # how much the question's words held count beside the similarity of meaning
 
 
 @dataclass
@@ -45,49 +52,18 @@ class Candidate:
     document: str = ""  # node id of the excerpt's document
     context: str = ""  # the section heading it sits under, which says what "it" and "this" are
     position: int = 0  # order within its excerpt
+    attachment: str = ""  # a code block or short list the sentence introduces
     score: float = 0.0
+    prior: float = 0.0  # the cheap score every sentence gets before the best few are embedded
     similarity: float = 0.0
     vector: np.ndarray | None = None
 
 
-def _units(text: str) -> Iterator[str]:
-    """Paragraphs and list items, with hard-wrapped lines joined; code, tables and headings left out."""
-    fenced = False
-    current: list[str] = []
-    for raw in text.splitlines() + [""]:
-        line = raw.strip()
-        if line.startswith("```") or line.startswith("~~~"):
-            fenced = not fenced
-            line = ""
-        is_break = fenced or not line or line.startswith("#") or line.count("|") >= 2
-        if is_break or _LIST_ITEM.match(raw):
-            if current:
-                yield " ".join(current)
-            current = []
-            if is_break:
-                continue
-            line = _LIST_ITEM.sub("", raw).strip()
-        current.append(line.lstrip("> ").strip())
-
-
-def _clean(sentence: str) -> str:
-    sentence = _LINK.sub(r"\1", sentence)
-    return _EMPHASIS.sub("", sentence).strip()
-
-
-def split_sentences(text: str, min_words: int = 5) -> list[str]:
-    found = []
-    for unit in _units(text):
-        for sentence in _SENTENCE_END.split(unit):
-            sentence = _clean(sentence)
-            if len(sentence.split()) >= min_words and len(sentence) >= 25 and not sentence.endswith(":"):
-                found.append(sentence)
-    return found
-
-
-def _with_citation(sentence: str, number: int) -> str:
+def _with_citation(sentence: str, number: int, attachment: str = "") -> str:
     sentence = sentence.rstrip(";,: ")
     sentence = sentence[0].upper() + sentence[1:]  # a list item cut from its lead-in
+    if attachment:
+        return f"{sentence} [{number}]:\n{attachment}"
     if sentence[-1] in ".!?":
         return f"{sentence[:-1]} [{number}]{sentence[-1]}"
     return f"{sentence} [{number}]."
@@ -157,47 +133,96 @@ def second_document(question: str, hits: Sequence[Hit], ranked: Sequence[Candida
     return None
 
 
+def embedded_text(context: str, sentence: str) -> str:
+    """What a sentence is embedded as: with the heading it sits under, which says what "it" is."""
+    return f"{context}: {sentence}" if context else sentence
+
+
+def sentence_texts(text: str, heading_path: Sequence[str]) -> list[str]:
+    """The texts an answer drawing on this chunk embeds: the publisher embeds them ahead, so that
+    a question never asked before finds them in the embedding cache."""
+    fallback = heading_path[-1] if heading_path else ""
+    return [embedded_text(s.heading or fallback, s.text) for s in excerpt_sentences(text, 5)]
+
+
 class ExtractiveSynthesizer:
     name = "extractive"
 
-    def __init__(self, embedder: Embedder, settings: AnswerSettings) -> None:
+    def __init__(self, embedder: Embedder, settings: AnswerSettings, doc_freq: DocFreq | None = None) -> None:
         self.embedder = embedder
         self.settings = settings
+        self.doc_freq = doc_freq  # the knowledge base's vocabulary: how rare each question word is
 
-    def candidates(self, question: str, hits: Sequence[Hit]) -> list[Candidate]:
-        def sentences(min_words: int) -> list[Candidate]:
-            return [
-                Candidate(i, s, hit.node_id, hit.heading_path[-1] if hit.heading_path else "", position)
-                for i, hit in enumerate(hits, start=1)
-                for position, s in enumerate(split_sentences(hit.text, min_words))
-            ]
+    def _sentences(self, hits: Sequence[Hit]) -> list[Candidate]:
+        def collect(min_words: int) -> list[Candidate]:
+            found = []
+            for i, hit in enumerate(hits, start=1):
+                fallback = hit.heading_path[-1] if hit.heading_path else ""
+                for position, s in enumerate(excerpt_sentences(hit.text, min_words)):
+                    found.append(Candidate(i, s.text, hit.node_id, s.heading or fallback, position, s.attachment))
+            return found
 
-        found = sentences(5) or sentences(2)  # excerpts of lists and short lines only: take what there is
+        return collect(5) or collect(2)  # excerpts of lists and short lines only: take what there is
+
+    def candidates(self, question: str | Query, hits: Sequence[Hit]) -> list[Candidate]:
+        """Every sentence scored cheaply; the best `extractive_embed` (and each document's best)
+        embedded and scored by meaning too. Sorted best first; only embedded ones are returned."""
+        query_vector = question.vector if isinstance(question, Query) else None
+        question = question_text(question)
+        found = self._sentences(hits)
         if not found:
             return []
-        query = self.embedder.embed_query(question)
-        vectors = self.embedder.embed([f"{c.context}: {c.text}" if c.context else c.text for c in found])
+        weights = question_weights(question, self.doc_freq if IDF else None)
+        asks = asks_for(question)
+        asked = set(weights)
+        for c in found:
+            hit = hits[c.excerpt - 1]
+            held = held_share(weights, stems(f"{c.context} {c.text} {c.attachment}"))
+            excerpt_similarity = hit.vector_similarity or 0.0
+            rank_prior = 0.05 * (1 - (c.excerpt - 1) / len(hits))  # the retriever's order breaks near-ties
+            kind = kind_score(c, asks, asked, held)
+            c.prior = 0.5 * held + 0.5 * excerpt_similarity + kind + rank_prior
+            c.score = LEXICAL_WEIGHT * held + kind + rank_prior
+        shortlist = self._shortlist(found)
+        query = query_vector if query_vector is not None else self.embedder.embed_query(question)
+        vectors = self.embedder.embed([embedded_text(c.context, c.text) for c in shortlist])
         query = query / (np.linalg.norm(query) or 1.0)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors = vectors / np.where(norms == 0, 1.0, norms)
-        similarity = vectors @ query
-        wanted = question_stems(question)
-        for c, sim, vector in zip(found, similarity, vectors):
-            overlap = coverage(wanted, f"{c.context} {c.text}")
-            prior = 0.05 * (1 - (c.excerpt - 1) / len(hits))  # the retriever's order breaks near-ties
+        for c, sim, vector in zip(shortlist, vectors @ query, vectors):
             c.similarity = float(sim)
-            c.score = float(sim) + 0.25 * overlap + prior
+            c.score += float(sim)
             c.vector = vector
-        return sorted(found, key=lambda c: -c.score)
+        return sorted(shortlist, key=lambda c: -c.score)
 
-    def select(self, ranked: list[Candidate], second: str | None = None) -> list[Candidate]:
-        """The best sentences of the best sentence's document and of the `second` one, which gives
-        at least its best sentence whatever its score (a link is evidence enough)."""
+    def _shortlist(self, found: list[Candidate]) -> list[Candidate]:
+        """Each document's best sentence by the cheap score, then the best of the rest."""
+        by_prior = sorted(found, key=lambda c: -c.prior)
+        chosen: list[Candidate] = []
+        documents: set[str] = set()
+        for c in by_prior:
+            if c.document not in documents:
+                documents.add(c.document)
+                chosen.append(c)
+        limit = max(self.settings.extractive_embed, len(chosen))
+        for c in by_prior:
+            if len(chosen) >= limit:
+                break
+            if c not in chosen:
+                chosen.append(c)
+        return chosen
+
+    def select(self, ranked: list[Candidate], second: str | None = None, question: str = "") -> list[Candidate]:
+        """The best sentences of the best sentence's document, of the `second` one (which gives at
+        least its best sentence whatever its score: a link is evidence enough), and of any other
+        document that holds a part of the question the chosen sentences do not."""
         if not ranked:
             return []
         allowed = {ranked[0].document, second}
+        weights = question_weights(question, self.doc_freq) if question else {}
         chosen: list[Candidate] = []
         used = 0
+        limit = self.settings.extractive_sentences
 
         def repeats(c: Candidate) -> bool:
             words = stems(c.text)
@@ -205,14 +230,26 @@ class ExtractiveSynthesizer:
                 float(c.vector @ other.vector) > 0.85 or _jaccard(words, stems(other.text)) > 0.6 for other in chosen
             )
 
+        def adds_a_part(c: Candidate) -> bool:
+            if not weights or not chosen:
+                return False
+            covered = set().union(*(stems(f"{o.context} {o.text}") for o in chosen))
+            new = stems(f"{c.context} {c.text}") - covered
+            return held_share(weights, new) >= NEW_PART
+
         for c in ranked:
-            if len(chosen) >= self.settings.extractive_sentences or (chosen and c.score < 0.75 * chosen[0].score):
+            if len(chosen) >= limit or (chosen and c.score < 0.75 * chosen[0].score):
                 break
-            if c.document not in allowed or repeats(c) or (chosen and used + len(c.text) > _MAX_ANSWER_CHARS):
+            size = len(c.text) + len(c.attachment)
+            if repeats(c) or (chosen and used + size > _MAX_ANSWER_CHARS):
                 continue
+            if c.document not in allowed:
+                if not adds_a_part(c):
+                    continue
+                allowed.add(c.document)
             chosen.append(c)
-            used += len(c.text)
-        room = self.settings.extractive_sentences - 1  # the best sentence always stays
+            used += size
+        room = limit - 1  # the best sentence always stays
         if second is not None and room and all(c.document != second for c in chosen):
             best = next((c for c in ranked if c.document == second and not repeats(c)), None)
             if best is not None:
@@ -220,21 +257,51 @@ class ExtractiveSynthesizer:
                 chosen.append(best)
         return chosen
 
-    def stream(self, question: str, hits: Sequence[Hit]) -> Iterator[AnswerEvent]:
+    def covers_subject(self, question: str, chosen: Sequence[Candidate], hits: Sequence[Hit]) -> bool:
+        """Do the chosen sentences (with their headings and titles) name what the question is about?"""
+        terms: list[Term] = subject_terms(question, self.doc_freq, self.settings.subject_max_share)
+        if not terms or max(c.similarity for c in chosen) >= self.settings.subject_free_similarity:
+            return True  # nothing named, or a sentence so close in meaning that other words say it
+        text = " ".join(f"{hits[c.excerpt - 1].title} {c.context} {c.text} {c.attachment}" for c in chosen)
+        return subject_coverage(terms, stems(text)) >= self.settings.min_subject_coverage
+
+    def compose(self, question: str | Query, hits: Sequence[Hit]) -> list[Candidate]:
+        """The sentences of the answer in reading order; empty: decline."""
         ranked = self.candidates(question, hits)
-        chosen = reading_order(self.select(ranked, second_document(question, hits, ranked)))
+        question = question_text(question)
+        chosen = self.select(ranked, second_document(question, hits, ranked), question)
+        if not chosen or not self.covers_subject(question, chosen, hits):
+            return []
+        return reading_order(chosen)
+
+    def stream(self, question: str | Query, hits: Sequence[Hit]) -> Iterator[AnswerEvent]:
+        chosen = self.compose(question, hits)
+        question = question_text(question)
         citations = CitationStream(hits)
         if chosen:
-            text = citations.process(" ".join(_with_citation(c.text, c.excerpt) for c in chosen))
+            text = citations.process(_join([_with_citation(c.text, c.excerpt, c.attachment) for c in chosen]))
+            answer = Answer(text=text, sources=citations.sources, synthesizer=self.name, question=question)
         else:
-            text = "The retrieved excerpts hold no sentence that answers this; see the search results instead."
-        answer = Answer(text=text, sources=citations.sources, synthesizer=self.name, question=question)
-        yield AnswerEvent("delta", text=text)
+            answer = Answer(ABSTENTION, [], synthesizer=self.name, abstained=True, question=question)
+        yield AnswerEvent("delta", text=answer.text)
         yield AnswerEvent("sources", answer=answer)
         yield AnswerEvent("done", answer=answer)
 
-    def answer(self, question: str, hits: Sequence[Hit]) -> Answer:
+    def answer(self, question: str | Query, hits: Sequence[Hit]) -> Answer:
         return final_answer(self.stream(question, hits))
+
+
+def _join(parts: list[str]) -> str:
+    """Sentences run on; a code block or list stands apart, on lines of its own."""
+    text = ""
+    for part in parts:
+        if not text:
+            text = part
+        elif "\n" in part or text.endswith(("```", "\n")) or "\n- " in text[-200:]:
+            text += "\n\n" + part
+        else:
+            text += " " + part
+    return text
 
 
 def final_answer(events: Iterator[AnswerEvent]) -> Answer:

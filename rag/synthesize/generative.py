@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from rag.models.llm import ChatModel
-from rag.retrieve.types import Hit
+from rag.retrieve.types import Hit, Query
 from rag.synthesize.citations import CLUSTER, CitationStream
 from rag.synthesize.prompts import format_excerpts, render_prompt
-from rag.synthesize.types import ABSTENTION, Answer, AnswerEvent
+from rag.synthesize.types import question_text, ABSTENTION, Answer, AnswerEvent
 
 EMPTY_ANSWER = "The model returned no answer from these excerpts."
 
@@ -91,7 +91,8 @@ class LLMSynthesizer:
         return Answer(text=text or EMPTY_ANSWER, sources=citations.sources, synthesizer=self._answered_by(),
                       question=question)
 
-    def stream(self, question: str, hits: Sequence[Hit]) -> Iterator[AnswerEvent]:
+    def stream(self, question: str | Query, hits: Sequence[Hit]) -> Iterator[AnswerEvent]:
+        question = question_text(question)
         citations = CitationStream(hits)
         gate = _DeclineGate()
         parts: list[str] = []
@@ -111,6 +112,7 @@ class LLMSynthesizer:
         yield AnswerEvent("sources", answer=answer)
         yield AnswerEvent("done", answer=answer)
 
-    def answer(self, question: str, hits: Sequence[Hit]) -> Answer:
+    def answer(self, question: str | Query, hits: Sequence[Hit]) -> Answer:
+        question = question_text(question)
         citations = CitationStream(hits)
         return self._answer(question, citations.process(self.model.complete(self.messages(question, hits))), citations)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from rag.retrieve.types import Hit
+from rag.retrieve.types import Hit, Query
 
 # The one sentence an answer that declines gives, from either synthesizer (the answer prompt asks the
 # model for exactly this sentence); such an answer cites nothing.
@@ -60,3 +60,9 @@ class AnswerEvent:
     kind: Literal["delta", "sources", "done"]
     text: str = ""
     answer: Answer | None = None
+
+
+def question_text(question: str | Query) -> str:
+    """A synthesizer is given the question as text, or as the `Query` retrieval used (whose vector
+    the extractive synthesizer reuses instead of embedding the question again)."""
+    return question.text if isinstance(question, Query) else question

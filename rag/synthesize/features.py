@@ -1,0 +1,136 @@
+"""How an extractive answer's sentences are scored besides their meaning: what they hold of the
+question, and what kind of sentence they are.
+
+English cue words, kept here in one place: the answer to a how-to question names a mechanism (a
+command, flag, setting or file, often in code); the answer to a "how many" or "when" question holds
+a number or a date; a sentence that points elsewhere ("see below") or introduces a page answers
+nothing by itself, and one that adds almost nothing to the question's own words restates it.
+Every bonus grows with how much of the question the sentence holds: a number about something else
+says nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING
+
+from rag.retrieve.text import STOPWORDS, WORD, porter_stem, query_terms
+from rag.synthesize.subject import DocFreq
+
+if TYPE_CHECKING:
+    from rag.synthesize.extractive import Candidate
+
+_HOWTO = re.compile(
+    r"^\s*(?:how\b|can (?:i|you|we)\b|is (?:there|it possible)\b|what(?:'s| is) the (?:\w+ )?way\b"
+    r"|i (?:want|need|would like|have)\b)|\bhow (?:do|can|should|would) (?:i|you|we)\b",
+    re.IGNORECASE,
+)
+_CODE = re.compile(
+    r"`[^`]+`|(?<![\w-])--?[a-zA-Z][\w-]*|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b"
+    r"|\b[\w-]+\.(?:toml|txt|lock|json|ya?ml|cfg|ini|py|sh|ps1|md|env)\b"
+)
+_ACTION = re.compile(
+    r"\b(?:use|using|run|set|add|pass|specify|configure|install|enable|disable|provide|create|invoke"
+    r"|define|declare|include|call|with the|via)\b",
+    re.IGNORECASE,
+)
+_POINTER = re.compile(
+    r"\b(?:see|check out|jump to|refer to|read more|learn more|more (?:details|information)|documented in"
+    r"|described in|covered in|discussed in)\b|\b(?:below|above|following)\s*[.:]?$",
+    re.IGNORECASE,
+)
+_INTRO = re.compile(
+    r"^(?:this|the following|these|in this) (?:guide|page|section|document|tutorial|chapter|example)s?\b",
+    re.IGNORECASE,
+)
+# What a fact question asks for, and what a sentence holding such an answer looks like.
+_NUMBER_WORDS = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|hundred|half|twice|once)"
+_ASKS = {
+    "number": re.compile(r"\bhow (?:many|much|long|often|far|big|large|old)\b|\b(?:minimum|maximum|limit|percentage|rate|cap)\b", re.I),
+    "time": re.compile(r"\b(?:when|how soon|how quickly|what time|which day|what day|weekday|deadline|by when)\b", re.I),
+    "agent": re.compile(r"\b(?:who|whom|which (?:team|office|person|group)|to whom)\b", re.I),
+    "place": re.compile(r"\b(?:where|which (?:site|page|url|address|file|folder|directory|channel))\b", re.I),
+}
+_HOLDS = {
+    "number": re.compile(rf"\d|\b{_NUMBER_WORDS}\b", re.I),
+    "time": re.compile(
+        r"\d|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june"
+        r"|july|august|september|october|november|december|days?|weeks?|months?|years?|hours?|minutes?|daily"
+        r"|weekly|monthly|annually|before|after|within|until|immediately)\b", re.I,
+    ),
+    "agent": re.compile(r"@|(?<=[a-z,;] )[A-Z][\w&-]+"),
+    "place": re.compile(r"https?://|www\.|@|/[\w.-]+|`[^`]+`|(?<=[a-z,;] )[A-Z][\w&-]+"),
+}
+_TYPE_BONUS = 0.08  # a fact question's sentence that holds the kind of answer it asks for
+_CODE_BONUS = 0.06
+_HOWTO_BONUS = 0.08  # a how-to question's sentence with code, or one that introduces code
+_ACTION_BONUS = 0.03
+_POINTER_PENALTY = 0.25
+_INTRO_PENALTY = 0.1
+_RESTATES_PENALTY = 0.15
+_MAX_NEW_WORDS = 3  # a sentence that adds at most this many words to the question's own...
+_RESTATED_SHARE = 0.6  # ...while this share of its words are the question's restates it
+NEW_PART = 0.2  # another document joins the answer for a part of the question worth this share
+
+
+def question_weights(question: str, doc_freq: DocFreq | None) -> dict[str, float]:
+    """Each question stem's weight: its idf in the knowledge base (1.0 each when unknown)."""
+    terms = query_terms(question)
+    counted = doc_freq(terms) if doc_freq and terms else None
+    weights: dict[str, float] = {}
+    for term in terms:
+        stem = porter_stem(term)
+        if len(stem) < 2:
+            continue  # the "s" of "what's"
+        if counted is None:
+            weights[stem] = 1.0
+        else:
+            df, total = counted
+            weights[stem] = max(weights.get(stem, 0.0), math.log((total + 1) / (df.get(term, 0) + 1)) + 1.0)
+    return weights
+
+
+def held_share(weights: dict[str, float], text_stems: set[str]) -> float:
+    total = sum(weights.values())
+    return sum(w for stem, w in weights.items() if stem in text_stems) / total if total else 0.0
+
+
+def restates(text: str, question_stems: set[str]) -> bool:
+    """Most of the sentence's words are the question's, and it adds at most a few of its own."""
+    content = {porter_stem(w) for w in WORD.findall(text.lower()) if w not in STOPWORDS}
+    new_words = content - question_stems
+    return len(new_words) <= _MAX_NEW_WORDS and len(content & question_stems) >= _RESTATED_SHARE * len(content)
+
+
+def asks_for(question: str) -> set[str]:
+    """The kinds of answer a question asks for: "howto", "number", "time", "agent", "place"."""
+    kinds = {kind for kind, pattern in _ASKS.items() if pattern.search(question)}
+    if _HOWTO.search(question):
+        kinds.add("howto")
+    return kinds
+
+
+def is_howto(question: str) -> bool:
+    return bool(_HOWTO.search(question))
+
+
+def kind_score(c: Candidate, asks: set[str], question_stems: set[str], held: float) -> float:
+    """Bonuses and penalties for what kind of sentence this is. The bonuses grow with how much of
+    the question the sentence holds: code or a number about something else says nothing."""
+    score = 0.0
+    relevant = min(1.0, 2.0 * held)
+    howto = "howto" in asks
+    if _CODE.search(c.text) or c.attachment.startswith("```"):
+        score += relevant * (_CODE_BONUS + (_HOWTO_BONUS if howto else 0.0))
+    if howto and _ACTION.search(c.text):
+        score += relevant * _ACTION_BONUS
+    if any(_HOLDS[kind].search(c.text) for kind in asks if kind in _HOLDS):
+        score += relevant * _TYPE_BONUS
+    if _POINTER.search(c.text):
+        score -= _POINTER_PENALTY
+    if _INTRO.search(c.text):
+        score -= _INTRO_PENALTY
+    if not c.attachment and restates(c.text, question_stems):
+        score -= _RESTATES_PENALTY
+    return score

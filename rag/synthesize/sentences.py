@@ -1,0 +1,201 @@
+"""The sentences an extractive answer can quote, read from an excerpt's Markdown.
+
+Prose paragraphs and list items are split into sentences; hard-wrapped lines are joined. Markup is
+taken out first (`markup.clean_text`), inline code is kept with its backticks, and bracketed
+numbers of the document are neutralised so that the citation parser never reads them.
+
+A sentence that ends with a colon introduces what follows it; it is kept only together with that
+(its *attachment*): a code block, a short list, or nothing (then it is dropped). A table row
+becomes a sentence of its own ("header: cell; header: cell"). A code block that nothing introduces
+is not quoted: without its lead-in nobody can tell what it does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from rag.synthesize.markup import clean_text, neutral_brackets
+
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(`]?[A-Z0-9`])")
+_EMPHASIS = re.compile(r"(\*\*|__)")
+_HEADING = re.compile(r"^\s*#{1,6}\s+(.*?)\s*#*\s*$")
+MAX_ATTACHMENT_LINES = 8
+MAX_ATTACHMENT_CHARS = 400
+MAX_LIST_ITEMS = 6
+MAX_ROW_CHARS = 300
+
+
+@dataclass
+class Unit:
+    """A paragraph, list item or table row as one line of text, with what it introduces."""
+
+    text: str
+    heading: str = ""  # the last heading above it inside the excerpt
+    attachment: str = ""
+    items: list[str] = field(default_factory=list)  # a list's items, when the unit is a list
+
+
+@dataclass
+class Sentence:
+    text: str
+    heading: str = ""
+    attachment: str = ""  # a code block or short list the sentence introduces, shown after it
+
+
+def _table_rows(lines: list[str]) -> Iterator[str]:
+    """Each body row of a Markdown table as "header: cell; header: cell" (bounded)."""
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]
+    rows = [row for row in rows if not all(re.fullmatch(r":?-{2,}:?", cell) or not cell for cell in row)]
+    if len(rows) < 2:
+        return
+    header, body = rows[0], rows[1:]
+    for row in body:
+        pairs = [f"{name}: {cell}" if name else cell for name, cell in zip(header, row) if cell]
+        text = "; ".join(pairs)
+        if text:
+            yield text[:MAX_ROW_CHARS]
+
+
+def _is_label(text: str) -> bool:
+    """A few words and a colon: a content tab's title ("macOS and Linux:"), not a sentence."""
+    return text.endswith(":") and len(text.split()) <= 4
+
+
+def _code_attachment(lines: list[str]) -> str:
+    body = [line for line in lines if not line.strip().startswith(("```", "~~~"))]
+    body = [line.rstrip() for line in body if line.strip()]
+    if not body:
+        return ""
+    kept: list[str] = []
+    used = 0
+    for line in body[:MAX_ATTACHMENT_LINES]:
+        if used + len(line) > MAX_ATTACHMENT_CHARS and kept:
+            break
+        kept.append(line)
+        used += len(line) + 1
+    return "```\n" + "\n".join(kept) + "\n```"
+
+
+class _Reader:
+    """Lines in, units out: paragraphs joined, list items apart, tables as rows, code attached."""
+
+    def __init__(self) -> None:
+        self.units: list[Unit] = []
+        self.current: list[str] = []
+        self.heading = ""
+        self.code: list[str] | None = None
+        self.table: list[str] = []
+        self.last_list: Unit | None = None  # the lead-in of the list being read
+        self.tab_lead: Unit | None = None  # a lead-in followed by content tabs ("Windows:", code)
+
+    def flush(self) -> None:
+        if self.current:
+            unit = Unit(" ".join(self.current), self.heading)
+            self.units.append(unit)
+            self.current = []
+            if unit.text.endswith(":") and not _is_label(unit.text):
+                self.tab_lead = unit
+            elif not unit.text.endswith(":"):
+                self.tab_lead = None
+        if self.table:
+            self.units.extend(Unit(row, self.heading) for row in _table_rows(self.table))
+            self.table = []
+
+    def _lead(self) -> Unit | None:
+        """The unit before this point, when it ends with a colon and has nothing attached yet."""
+        if self.units and self.units[-1].text.rstrip().endswith(":") and not self.units[-1].attachment:
+            return self.units[-1]
+        return None
+
+    def feed(self, raw: str) -> None:
+        line = raw.strip()
+        if self.code is not None:
+            self.code.append(raw)
+            if line.startswith(("```", "~~~")) and len(self.code) > 1:
+                self._end_code()
+            return
+        if line.startswith(("```", "~~~")):
+            self.flush()
+            self.code = [raw]
+            return
+        self._feed_text(raw, line)
+
+    def _end_code(self) -> None:
+        lead = self._lead()
+        if lead is not None and self.code is not None:
+            code = _code_attachment(self.code)
+            lead.attachment = code
+            if _is_label(lead.text) and self.tab_lead is not None and code:
+                # A content tab ("Windows:") under a lead-in: the lead-in, for that tab.
+                label = lead.text.rstrip(": ")
+                self.units.append(Unit(self.tab_lead.text, f"{self.heading} ({label})".strip(), f"{label}:\n{code}"))
+        self.code = None
+
+    def _feed_text(self, raw: str, line: str) -> None:
+        heading = _HEADING.match(raw)
+        if not line or heading:
+            self.flush()
+            if heading:
+                self.heading = heading.group(1)
+                self.tab_lead = None
+            self.last_list = None
+            return
+        if line.count("|") >= 2:
+            if self.current:
+                self.flush()
+            self.table.append(line)
+            return
+        if _LIST_ITEM.match(raw):
+            self.flush()
+            lead = self._lead() or (self.last_list if self.last_list and self.last_list is not self.units[-1] else None)
+            item = _LIST_ITEM.sub("", raw).strip()
+            if lead is not None and len(lead.items) < MAX_LIST_ITEMS:
+                lead.items.append(item)
+                self.last_list = lead
+            self.current = [item]
+            return
+        self.current.append(line.lstrip("> ").strip())
+
+    def close(self) -> list[Unit]:
+        if self.code is not None:
+            self._end_code()
+        self.flush()
+        return self.units
+
+
+def units(text: str) -> list[Unit]:
+    reader = _Reader()
+    for raw in neutral_brackets(clean_text(text)).splitlines():
+        reader.feed(raw)
+    found = reader.close()
+    for unit in found:
+        if unit.items and not unit.attachment:
+            unit.attachment = "\n".join(f"- {_tidy(item)}" for item in unit.items)
+    return found
+
+
+def _tidy(sentence: str) -> str:
+    return _EMPHASIS.sub("", sentence).strip()
+
+
+def _long_enough(sentence: str, min_words: int) -> bool:
+    return len(sentence.split()) >= min_words and len(sentence) >= 20
+
+
+def sentences(text: str, min_words: int = 5) -> list[Sentence]:
+    """The quotable sentences of an excerpt, in the order they are written."""
+    found: list[Sentence] = []
+    for unit in units(text):
+        parts = [_tidy(s) for s in _SENTENCE_END.split(unit.text)]
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if part.endswith(":"):
+                if last and unit.attachment and _long_enough(part, 3):
+                    found.append(Sentence(part, unit.heading, unit.attachment))
+                continue
+            if _long_enough(part, min_words):
+                found.append(Sentence(part, unit.heading))
+    return found

