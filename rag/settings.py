@@ -143,9 +143,9 @@ class AnswerSettings(BaseModel):
         0.75, ge=0.0, le=1.0,
         description="...or some excerpt holds this share of the question's words (stemmed, stop words out).",
     )
-    extractive_sentences: int = Field(3, ge=1, le=10, description="Sentences in an extractive answer.")
+    extractive_sentences: int = Field(4, ge=1, le=10, description="Sentences in an extractive answer.")
     extractive_embed: int = Field(
-        8, ge=1, le=64,
+        48, ge=1, le=256,
         description="Extractive: sentences embedded per question, the best by the cheap score (each "
         "excerpt document's best one always is).",
     )
@@ -158,6 +158,11 @@ class AnswerSettings(BaseModel):
         0.75, ge=-1.0, le=1.0,
         description="Extractive: an answer sentence this similar to the question answers it whatever words "
         "it uses (the subject rule is not applied).",
+    )
+    paraphrase_similarity: float = Field(
+        0.5, ge=-1.0, le=1.0,
+        description="Extractive: an answer sentence this similar to the question says a question word the "
+        "knowledge base never uses in other words (names excepted).",
     )
     subject_max_share: float = Field(
         0.05, ge=0.0, le=1.0,

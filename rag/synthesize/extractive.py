@@ -263,7 +263,8 @@ class ExtractiveSynthesizer:
         if not terms or max(c.similarity for c in chosen) >= self.settings.subject_free_similarity:
             return True  # nothing named, or a sentence so close in meaning that other words say it
         text = " ".join(f"{hits[c.excerpt - 1].title} {c.context} {c.text} {c.attachment}" for c in chosen)
-        return subject_coverage(terms, stems(text)) >= self.settings.min_subject_coverage
+        paraphrased = max(c.similarity for c in chosen) >= self.settings.paraphrase_similarity
+        return subject_coverage(terms, stems(text), paraphrased) >= self.settings.min_subject_coverage
 
     def compose(self, question: str | Query, hits: Sequence[Hit]) -> list[Candidate]:
         """The sentences of the answer in reading order; empty: decline."""

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from rag.synthesize.extractive import Candidate
 
 _HOWTO = re.compile(
-    r"^\s*(?:how\b|can (?:i|you|we)\b|is (?:there|it possible)\b|what(?:'s| is) the (?:\w+ )?way\b"
+    r"^\s*(?:how\b(?! (?:many|much|long|often|far|big|large|old|soon|quickly)\b)|can (?:i|you|we)\b|is (?:there|it possible)\b|what(?:'s| is) the (?:\w+ )?way\b"
     r"|i (?:want|need|would like|have)\b)|\bhow (?:do|can|should|would) (?:i|you|we)\b",
     re.IGNORECASE,
 )
@@ -62,6 +62,7 @@ _HOLDS = {
     "agent": re.compile(r"@|(?<=[a-z,;] )[A-Z][\w&-]+"),
     "place": re.compile(r"https?://|www\.|@|/[\w.-]+|`[^`]+`|(?<=[a-z,;] )[A-Z][\w&-]+"),
 }
+_NEGATION = re.compile(r"\b(?:not|no|never|cannot)\b|n't\b", re.IGNORECASE)
 _TYPE_BONUS = 0.08  # a fact question's sentence that holds the kind of answer it asks for
 _CODE_BONUS = 0.06
 _HOWTO_BONUS = 0.08  # a how-to question's sentence with code, or one that introduces code
@@ -97,7 +98,10 @@ def held_share(weights: dict[str, float], text_stems: set[str]) -> float:
 
 
 def restates(text: str, question_stems: set[str]) -> bool:
-    """Most of the sentence's words are the question's, and it adds at most a few of its own."""
+    """Most of the sentence's words are the question's, and it adds at most a few of its own. A
+    sentence that denies something ("Term renewals are not automatic") answers a yes/no question."""
+    if _NEGATION.search(text):
+        return False
     content = {porter_stem(w) for w in WORD.findall(text.lower()) if w not in STOPWORDS}
     new_words = content - question_stems
     return len(new_words) <= _MAX_NEW_WORDS and len(content & question_stems) >= _RESTATED_SHARE * len(content)
@@ -121,16 +125,18 @@ def kind_score(c: Candidate, asks: set[str], question_stems: set[str], held: flo
     score = 0.0
     relevant = min(1.0, 2.0 * held)
     howto = "howto" in asks
-    if _CODE.search(c.text) or c.attachment.startswith("```"):
+    has_code = bool(_CODE.search(c.text)) or c.attachment.startswith("```")
+    has_type = any(_HOLDS[kind].search(c.text) for kind in asks if kind in _HOLDS)
+    if has_code:
         score += relevant * (_CODE_BONUS + (_HOWTO_BONUS if howto else 0.0))
     if howto and _ACTION.search(c.text):
         score += relevant * _ACTION_BONUS
-    if any(_HOLDS[kind].search(c.text) for kind in asks if kind in _HOLDS):
+    if has_type:
         score += relevant * _TYPE_BONUS
     if _POINTER.search(c.text):
         score -= _POINTER_PENALTY
     if _INTRO.search(c.text):
         score -= _INTRO_PENALTY
-    if not c.attachment and restates(c.text, question_stems):
-        score -= _RESTATES_PENALTY
+    if not (c.attachment or has_code or has_type) and restates(c.text, question_stems):
+        score -= _RESTATES_PENALTY  # "Wednesday" after the question's own words is the answer, not a restatement
     return score

@@ -21,7 +21,7 @@ from rag.synthesize.markup import clean_text, neutral_brackets
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(`]?[A-Z0-9`])")
 _EMPHASIS = re.compile(r"(\*\*|__)")
-_HEADING = re.compile(r"^\s*#{1,6}\s+(.*?)\s*#*\s*$")
+_HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*#*\s*$")
 MAX_ATTACHMENT_LINES = 8
 MAX_ATTACHMENT_CHARS = 400
 MAX_LIST_ITEMS = 6
@@ -90,6 +90,8 @@ class _Reader:
         self.table: list[str] = []
         self.last_list: Unit | None = None  # the lead-in of the list being read
         self.tab_lead: Unit | None = None  # a lead-in followed by content tabs ("Windows:", code)
+        self.after_heading = False  # nothing but a heading since the last block
+        self.path: list[tuple[int, str]] = []  # the headings above, with their levels
 
     def flush(self) -> None:
         if self.current:
@@ -121,10 +123,20 @@ class _Reader:
             self.flush()
             self.code = [raw]
             return
+        if line and not _HEADING.match(raw):
+            self.after_heading = False
         self._feed_text(raw, line)
 
     def _end_code(self) -> None:
         lead = self._lead()
+        if lead is None and self.code is not None and self.after_heading and self.heading:
+            # Code right under a heading ("Basic usage"): the heading introduces it.
+            code = _code_attachment(self.code)
+            if code:
+                title = " > ".join(h for _, h in self.path[-2:])
+                self.units.append(Unit(f"{title}:", self.heading, code))
+            self.code = None
+            return
         if lead is not None and self.code is not None:
             code = _code_attachment(self.code)
             lead.attachment = code
@@ -132,18 +144,25 @@ class _Reader:
                 # A content tab ("Windows:") under a lead-in: the lead-in, for that tab.
                 label = lead.text.rstrip(": ")
                 self.units.append(Unit(self.tab_lead.text, f"{self.heading} ({label})".strip(), f"{label}:\n{code}"))
+            elif lead is self.tab_lead:
+                self.tab_lead = None  # it introduced this code itself: what follows is not its tabs
         self.code = None
 
     def _feed_text(self, raw: str, line: str) -> None:
         heading = _HEADING.match(raw)
         if not line or heading:
             self.flush()
+            if not heading:
+                return  # a blank line: a loose list goes on after it
             if heading:
-                self.heading = heading.group(1)
+                level = len(heading.group(1))
+                self.path = [(lv, h) for lv, h in self.path if lv < level] + [(level, heading.group(2))]
+                self.heading = heading.group(2)
                 self.tab_lead = None
+                self.after_heading = True
             self.last_list = None
             return
-        if line.count("|") >= 2:
+        if line.startswith("|") and line.count("|") >= 2:  # a table row (a pipe in prose or code is not)
             if self.current:
                 self.flush()
             self.table.append(line)
@@ -157,6 +176,8 @@ class _Reader:
                 self.last_list = lead
             self.current = [item]
             return
+        if not self.current:
+            self.last_list = None  # a paragraph: the list before it is over
         self.current.append(line.lstrip("> ").strip())
 
     def close(self) -> list[Unit]:
@@ -178,7 +199,9 @@ def units(text: str) -> list[Unit]:
 
 
 def _tidy(sentence: str) -> str:
-    return _EMPHASIS.sub("", sentence).strip()
+    """Bold and emphasis markers out, except inside inline code (`__init__.py`, `**kwargs`)."""
+    parts = re.split(r"(`[^`]*`)", sentence)
+    return "".join(p if p.startswith("`") else _EMPHASIS.sub("", p) for p in parts).strip()
 
 
 def _long_enough(sentence: str, min_words: int) -> bool:
@@ -193,9 +216,9 @@ def sentences(text: str, min_words: int = 5) -> list[Sentence]:
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
             if part.endswith(":"):
-                if last and unit.attachment and _long_enough(part, 3):
+                if last and unit.attachment and (_long_enough(part, 3) or (unit.heading and part.endswith(f"{unit.heading}:"))):
                     found.append(Sentence(part, unit.heading, unit.attachment))
                 continue
-            if _long_enough(part, min_words):
+            if _long_enough(part, min_words) and not part.endswith("?"):  # a document's question answers nothing
                 found.append(Sentence(part, unit.heading))
     return found

