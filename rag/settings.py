@@ -160,7 +160,7 @@ class AnswerSettings(BaseModel):
         "it uses (the subject rule is not applied).",
     )
     paraphrase_similarity: float = Field(
-        0.5, ge=-1.0, le=1.0,
+        0.6, ge=-1.0, le=1.0,
         description="Extractive: an answer sentence this similar to the question says a question word the "
         "knowledge base never uses in other words (names excepted).",
     )

@@ -42,6 +42,7 @@ _QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")  # "Kiss and Tell (1945 film)" is 
 # best: on the handbook questions the right page is such a near tie (0.98-0.99) when it is second.
 _NEAR_TIE = 0.95
 LEXICAL_WEIGHT = 0.25
+_MORE_FOR_SUBJECT = 2  # sentences added to name what the chosen ones leave out of the question
 IDF = True  # how much the question's words held count beside the similarity of meaning
 
 
@@ -257,21 +258,47 @@ class ExtractiveSynthesizer:
                 chosen.append(best)
         return chosen
 
-    def covers_subject(self, question: str, chosen: Sequence[Candidate], hits: Sequence[Hit]) -> bool:
+    def _named(self, c: Candidate, hits: Sequence[Hit]) -> set[str]:
+        return stems(f"{hits[c.excerpt - 1].title} {c.context} {c.text} {c.attachment}")
+
+    def complete(self, terms: Sequence[Term], chosen: list[Candidate], ranked: Sequence[Candidate],
+                 hits: Sequence[Hit]) -> list[Candidate]:
+        """The chosen sentences, plus (at most `_MORE_FOR_SUBJECT`) the best sentence of a page named
+        after each subject term they leave out, heaviest first: a comparison answered from one
+        side only gets the other side ("Who was born first, X or Y?")."""
+        chosen = list(chosen)
+        named = set().union(*(self._named(c, hits) for c in chosen)) if chosen else set()
+        added = 0
+        for term in sorted(terms, key=lambda t: -t.weight):
+            if added >= _MORE_FOR_SUBJECT or term.stems <= named:
+                continue
+            # A page named after the term (on HotpotQA, pages that only mention it were the wrong
+            # source four times in five).
+            extra = next((c for c in ranked if c not in chosen and term.stems <= stems(hits[c.excerpt - 1].title)), None)
+            if extra is not None:
+                chosen.append(extra)
+                named |= self._named(extra, hits)
+                added += 1
+        return chosen
+
+    def covers_subject(self, terms: Sequence[Term], chosen: Sequence[Candidate], hits: Sequence[Hit]) -> bool:
         """Do the chosen sentences (with their headings and titles) name what the question is about?"""
-        terms: list[Term] = subject_terms(question, self.doc_freq, self.settings.subject_max_share)
         if not terms or max(c.similarity for c in chosen) >= self.settings.subject_free_similarity:
             return True  # nothing named, or a sentence so close in meaning that other words say it
-        text = " ".join(f"{hits[c.excerpt - 1].title} {c.context} {c.text} {c.attachment}" for c in chosen)
+        named = set().union(*(self._named(c, hits) for c in chosen))
         paraphrased = max(c.similarity for c in chosen) >= self.settings.paraphrase_similarity
-        return subject_coverage(terms, stems(text), paraphrased) >= self.settings.min_subject_coverage
+        return subject_coverage(terms, named, paraphrased) >= self.settings.min_subject_coverage
 
     def compose(self, question: str | Query, hits: Sequence[Hit]) -> list[Candidate]:
         """The sentences of the answer in reading order; empty: decline."""
         ranked = self.candidates(question, hits)
         question = question_text(question)
         chosen = self.select(ranked, second_document(question, hits, ranked), question)
-        if not chosen or not self.covers_subject(question, chosen, hits):
+        if not chosen:
+            return []
+        terms: list[Term] = subject_terms(question, self.doc_freq, self.settings.subject_max_share)
+        chosen = self.complete(terms, chosen, ranked, hits)
+        if not self.covers_subject(terms, chosen, hits):
             return []
         return reading_order(chosen)
 
