@@ -169,13 +169,15 @@ def test_extractive_answer_quotes_the_right_page_with_valid_citations(handbook):
 
 def test_everyday_handbook_questions_extractive(handbook):
     """40 everyday questions and 20 the handbook cannot answer (evals/fixtures/handbook_questions.yaml).
-    Measured (python -m evals.handbook_ask): first source right 0.85, cites the right page 0.925,
-    holds the fact 0.775, every off-topic question refused."""
+    Measured (python -m evals.handbook_ask): answered 0.975, first source right 0.85, cites the right
+    page 0.90, holds the fact 0.75, every off-topic question refused and half the near-topic ones
+    (declined because the answer's sentences do not name what they ask about)."""
     from evals.handbook_ask import load_questions, score
 
     result = score(handbook, READER, load_questions())
-    assert result["synthesizer"] == "extractive" and result["answered"] == 1.0
+    assert result["synthesizer"] == "extractive" and result["answered"] >= 0.95
     assert result["citations_valid"] == 1.0
     assert result["off_topic_abstained"] == 1.0
+    assert result["near_topic_abstained"] >= 0.4
     assert result["cites_right_page"] >= 0.85 and result["first_source_right_page"] >= 0.75
-    assert result["contains_fact"] >= 0.65
+    assert result["contains_fact"] >= 0.7

@@ -292,7 +292,11 @@ class CachedEmbedder:
         self.hits += len(keys) - len(missing)
         self.misses += len(missing)
         if missing:
-            fresh = self.inner.embed([texts[i] for i in missing])
+            # Each text once: a chunk's overlap and a repeated sentence are embedded a single time.
+            first = {keys[i]: i for i in reversed(missing)}
+            unique = list(dict.fromkeys(keys[i] for i in missing))
+            vectors = dict(zip(unique, self.inner.embed([texts[first[key]] for key in unique])))
+            fresh = np.stack([vectors[keys[i]] for i in missing])
         if missing and store:
             with self._lock, self._conn:
                 self._conn.executemany(
