@@ -1,13 +1,19 @@
-"""Ingest throughput, end to end, beside the raw embedding model on the very same chunk texts.
+"""Ingest throughput, end to end, beside the raw embedding model on the very same texts.
 
 A fresh temporary home with a fresh, EMPTY embedding cache, so the model really runs. The timed
 pipeline is reading, parsing, chunking, embedding and writing (SQLite, the keyword index, Chroma); the model
-is loaded and warmed before the clock starts (its load time is reported apart). Then the exact
-texts the lanes indexed (``Publisher.indexed_rows``) go through ``LocalEmbedder.embed`` with the same
-batch size: once in one call, and once in slices of the publisher's group size. Target: the pipeline
-reaches at least 80% of the raw model's chunks/s.
+is loaded and warmed before the clock starts (its load time is reported apart). Publishing embeds,
+per group of about 512 chunks, the chunks' indexed texts and then, when no LLM model is configured,
+the sentence texts the extractive answer will embed (``Publisher.also_embed``, that is
+``rag.synthesize.extractive.sentence_texts(text, heading_path)`` of each chunk). Every list the
+publisher embeds is recorded, and checked against the same texts rebuilt from the store afterwards
+(``Publisher.indexed_rows`` and ``sentence_texts`` of each stored chunk). Then exactly those texts go
+through ``LocalEmbedder.embed`` with the same batch size: once in one call, and once in the very
+calls the publisher made (each group's chunks, then its sentences). Target: the pipeline reaches at
+least 90% of the raw model's texts/s (one call).
 
     python -m benchmarks.ingest_throughput                      # the 18F handbook directory
+    python -m benchmarks.ingest_throughput --no-sentences       # chunks only (also_embed off)
     python -m benchmarks.ingest_throughput --corpus scifact --limit 2000 --json out.json
 """
 
@@ -21,38 +27,64 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from benchmarks import write_json
 from benchmarks.fixture100k import DATASETS, source_records
 
-TARGET_RATIO = 0.80
+TARGET_RATIO = 0.90
 # Warm-up batches of full-length texts, so both timed runs start with the model's buffers at full size.
 WARMUP_TEXT = " ".join(["retrieval augmented knowledge base chunk with enough words to fill the model"] * 30)
 
 
-class TimedEmbedder:
-    """A pass-through around the service's embedder that adds up the seconds spent in embed()."""
+class PublishRecorder:
+    """Wraps the publisher's `_embed` and `also_embed`: records every list the publisher embeds, as
+    "chunks" or "sentences", with the seconds spent in each (cache lookups + model), and the seconds
+    spent making the sentence texts. Per group the publisher embeds its chunks, then calls also_embed
+    for each chunk, then embeds the sentences: an `_embed` after an also_embed call is the sentences."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.seconds = 0.0
+    def __init__(self, publisher: Any) -> None:
+        self.calls: list[tuple[str, list[str]]] = []
+        self.embed_s = {"chunks": 0.0, "sentences": 0.0}
+        self.sentence_texts_s = 0.0
+        self._sentences_next = False
+        embed = publisher._embed
+        also: Callable[[str, Sequence[str]], list[str]] | None = publisher.also_embed
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        def timed_embed(texts: Sequence[str]) -> Any:
+            kind = "sentences" if self._sentences_next else "chunks"
+            self._sentences_next = False
+            started = time.perf_counter()
+            try:
+                return embed(texts)
+            finally:
+                self.embed_s[kind] += time.perf_counter() - started
+                self.calls.append((kind, list(texts)))
 
-    def embed(self, texts: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return self.inner.embed(texts)
-        finally:
-            self.seconds += time.perf_counter() - started
+        publisher._embed = timed_embed  # the instance attribute shadows the method for self._embed(...)
+        if also is not None:
+            def timed_also(text: str, heading_path: Sequence[str]) -> list[str]:
+                self._sentences_next = True
+                started = time.perf_counter()
+                try:
+                    return also(text, heading_path)
+                finally:
+                    self.sentence_texts_s += time.perf_counter() - started
+
+            publisher.also_embed = timed_also
+
+    def texts(self, kind: str | None = None) -> list[str]:
+        return [t for k, texts in self.calls if kind in (None, k) for t in texts]
 
 
-def run(corpus: str, limit: int | None, keep: bool) -> dict[str, Any]:
+def run(corpus: str, limit: int | None, keep: bool, sentences: bool = True) -> dict[str, Any]:
+    from sqlalchemy import select
+
     from rag.models.embed import LocalEmbedder
     from rag.service import KnowledgeService, Principal
     from rag.settings import Settings
+    from rag.store.models import Chunk
+    from rag.synthesize.extractive import sentence_texts
 
     tmp = Path(tempfile.mkdtemp(prefix="rag-ingest-bench-"))
     settings = Settings(home=tmp / "home", embed_cache=tmp / "embeddings.sqlite")  # fresh and empty
@@ -61,11 +93,15 @@ def run(corpus: str, limit: int | None, keep: bool) -> dict[str, Any]:
         with KnowledgeService(settings) as svc:
             p = Principal.local_admin("default")
             started = time.perf_counter()
-            inner = svc.embedder.inner  # the LocalEmbedder behind the cache
+            cached = svc.embedder  # the CachedEmbedder the publisher uses
+            inner = cached.inner  # the LocalEmbedder behind the cache
             svc.index.open()  # Chroma, before the clock starts
             inner.embed([WARMUP_TEXT] * inner.batch_size)  # straight to the model: the cache stays empty
             result["model_load_seconds"] = round(time.perf_counter() - started, 2)
-            timed = svc.engines.__dict__["embedder"] = TimedEmbedder(svc.embedder)  # the publisher asks the engines
+            if not sentences:
+                svc.publisher.also_embed = None
+            result["sentences_embedded"] = svc.publisher.also_embed is not None
+            recorder = PublishRecorder(svc.publisher)
             first_indexing: list[float] = []
 
             def progress(stage: str, done: int, total: int) -> None:
@@ -79,59 +115,103 @@ def run(corpus: str, limit: int | None, keep: bool) -> dict[str, Any]:
                 records = source_records("scifact")[:limit] if limit else source_records("scifact")
                 report = svc.ingest_records(p, records, "bench", provider="corpus", progress=progress)
             pipeline_s = time.perf_counter() - started
-            misses = timed.inner.misses
+            misses, hits = cached.misses, cached.hits
+            before_indexing = (first_indexing or [started])[0] - started
+            embed_s = sum(recorder.embed_s.values())
             result["pipeline_stages"] = {
-                "read_parse_chunk_until_indexing_s": round((first_indexing or [started])[0] - started, 2),
-                "embed_s": round(timed.seconds, 2),
-                "other_s": round(pipeline_s - timed.seconds - ((first_indexing or [started])[0] - started), 2),
+                "read_parse_chunk_until_indexing_s": round(before_indexing, 2),
+                "embed_chunks_s": round(recorder.embed_s["chunks"], 2),
+                "sentence_texts_s": round(recorder.sentence_texts_s, 2),
+                "embed_sentences_s": round(recorder.embed_s["sentences"], 2),
+                "other_s": round(pipeline_s - before_indexing - embed_s - recorder.sentence_texts_s, 2),
             }
             result["loadavg_1m_after_pipeline"] = round(os.getloadavg()[0], 2)
-            with svc.db.session() as session:  # exactly the texts the lanes indexed, in chunk order
-                texts = [text for _, text, _, _ in svc.publisher.indexed_rows(session)]
+            # The same texts rebuilt from the store: the lanes' indexed texts, and each chunk's
+            # sentence texts as the publisher asks for them, in chunk order.
+            with svc.db.session() as session:
+                chunk_texts = [text for _, text, _, _ in svc.publisher.indexed_rows(session)]
+                stored = session.execute(select(Chunk.text, Chunk.heading_path).order_by(Chunk.id)).all()
+            sentence_list = (
+                [t for text, path in stored for t in sentence_texts(text, tuple(path or ()))]
+                if result["sentences_embedded"] else []
+            )
         with sqlite3.connect(settings.home / "rag.db") as conn:
             chunks = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+        calls = [(kind, texts) for kind, texts in recorder.calls if texts]
+        texts = recorder.texts()
+        result["recorded_matches_store"] = {
+            "chunks": recorder.texts("chunks") == chunk_texts,
+            "sentences": recorder.texts("sentences") == sentence_list,
+        }
 
         raw = LocalEmbedder(batch_size=settings.index.embed_batch_size)
         raw.embed([WARMUP_TEXT] * raw.batch_size)
         started = time.perf_counter()
         raw.embed(texts)
         raw_s = time.perf_counter() - started
-        group = 512  # Publisher.batch_chunks: the pipeline embeds groups of about this many chunks
-        started = time.perf_counter()
-        for i in range(0, len(texts), group):
-            raw.embed(texts[i:i + group])
-        grouped_s = time.perf_counter() - started
+        as_calls_s = {"chunks": 0.0, "sentences": 0.0}
+        for kind, part in calls:  # the publisher's very calls, in its order
+            began = time.perf_counter()
+            raw.embed(part)
+            as_calls_s[kind] += time.perf_counter() - began
+        grouped_s = sum(as_calls_s.values())
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    n_chunks, n_sentences, n = len(recorder.texts("chunks")), len(recorder.texts("sentences")), len(texts)
+
+    def rate(seconds: float) -> dict[str, float]:
+        return {"seconds": round(seconds, 2), "texts_per_s": round(n / seconds, 1) if seconds else 0.0}
+
     result.update({
-        "documents": len(report.added), "chunks": chunks, "report_chunks": report.chunks, "model_runs_on": misses,
+        "documents": len(report.added), "chunks": chunks, "report_chunks": report.chunks,
+        "texts": {"chunks": n_chunks, "sentences": n_sentences, "total": n, "distinct": len(set(texts)),
+                  "embed_calls": len(calls)},
+        "model_runs_on": misses, "cache_hits": hits,
         "batch_size": settings.index.embed_batch_size,
-        "pipeline": {"seconds": round(pipeline_s, 2), "chunks_per_s": round(chunks / pipeline_s, 1)},
-        "raw_model": {"seconds": round(raw_s, 2), "chunks_per_s": round(len(texts) / raw_s, 1)},
-        "raw_model_groups_512": {"seconds": round(grouped_s, 2), "chunks_per_s": round(len(texts) / grouped_s, 1)},
+        "pipeline": rate(pipeline_s),
+        "raw_model": rate(raw_s),
+        "raw_model_as_publisher_calls": rate(grouped_s),
+        "raw_model_split_s": {k: round(v, 2) for k, v in as_calls_s.items()},
         "loadavg_1m_after": round(os.getloadavg()[0], 2),
     })
-    result["ratio"] = round(result["pipeline"]["chunks_per_s"] / result["raw_model"]["chunks_per_s"], 3)
+    result["ratio"] = round(raw_s / pipeline_s, 3)  # texts/s over texts/s: the same texts on both sides
+    result["ratio_vs_publisher_calls"] = round(grouped_s / pipeline_s, 3)
     return result
 
 
 def print_table(r: dict[str, Any]) -> None:
+    t = r["texts"]
     print(f"\n## ingest throughput: {r['corpus']} ({r['documents']} documents, {r['chunks']} chunks; "
-          f"model ran on {r['model_runs_on']}; batch {r['batch_size']}; model load {r['model_load_seconds']} s, "
-          f"untimed; load {r['loadavg_1m_before']} -> {r['loadavg_1m_after']})")
-    print(f"{'':<38} {'chunks':>7} {'seconds':>8} {'chunks/s':>9}")
+          f"sentences {'embedded' if r['sentences_embedded'] else 'NOT embedded'}; model ran on {r['model_runs_on']} "
+          f"of {t['total']} texts ({t['distinct']} distinct, {r['cache_hits']} cache hits); batch {r['batch_size']}; "
+          f"model load {r['model_load_seconds']} s, untimed; load {r['loadavg_1m_before']} -> {r['loadavg_1m_after']})")
+    print("| run | chunks | sentence texts | texts embedded | seconds | texts/s | pipeline share |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     rows = [("pipeline (ingest, end to end)", r["pipeline"]), ("raw model, one embed() call", r["raw_model"]),
-            ("raw model, in groups of 512", r["raw_model_groups_512"])]
+            (f"raw model, the publisher's {t['embed_calls']} calls", r["raw_model_as_publisher_calls"])]
     for name, s in rows:
-        print(f"{name:<38} {r['chunks']:>7} {s['seconds']:>8.2f} {s['chunks_per_s']:>9.1f}")
-    st = r["pipeline_stages"]
-    print(f"pipeline split: {st['read_parse_chunk_until_indexing_s']} s reading+parsing+chunking (before the first "
-          f"embedding), {st['embed_s']} s in embed() (cache lookups + model), {st['other_s']} s writing and the rest; "
-          f"load after the pipeline {r['loadavg_1m_after_pipeline']}")
+        share = "" if s is r["pipeline"] else f"{s['seconds'] / r['pipeline']['seconds']:.1%}"
+        print(f"| {name} | {t['chunks']} | {t['sentences']} | {t['total']} | {s['seconds']:.2f} | "
+              f"{s['texts_per_s']:.1f} | {share} |")
+    st, raw = r["pipeline_stages"], r["raw_model_split_s"]
+    embed_total = st["embed_chunks_s"] + st["embed_sentences_s"]
+    raw_total = raw["chunks"] + raw["sentences"]
+    print(f"\npipeline split: {st['read_parse_chunk_until_indexing_s']} s reading+parsing+chunking (before the first "
+          f"embedding); {st['embed_chunks_s']} s embedding chunks, {st['sentence_texts_s']} s making sentence texts, "
+          f"{st['embed_sentences_s']} s embedding sentences (cache lookups + model); {st['other_s']} s writing and the "
+          f"rest; load after the pipeline {r['loadavg_1m_after_pipeline']}")
+    if embed_total:
+        print(f"embedding time, sentences vs chunks: pipeline {st['embed_sentences_s'] / embed_total:.0%} / "
+              f"{st['embed_chunks_s'] / embed_total:.0%}; raw model (publisher's calls) "
+              f"{raw['sentences'] / raw_total:.0%} / {raw['chunks'] / raw_total:.0%}")
+    m = r["recorded_matches_store"]
+    print(f"texts recorded while publishing = texts rebuilt from the store: chunks {m['chunks']}, sentences {m['sentences']}")
     verdict = "meets" if r["ratio"] >= TARGET_RATIO else "BELOW"
-    print(f"pipeline / raw model: {r['ratio']:.1%} ({verdict} the {TARGET_RATIO:.0%} target)")
+    print(f"pipeline / raw model (one call): {r['ratio']:.1%} ({verdict} the {TARGET_RATIO:.0%} target); "
+          f"/ raw model (publisher's calls): {r['ratio_vs_publisher_calls']:.1%}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,9 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", choices=["handbook", "scifact"], default="handbook")
     parser.add_argument("--limit", type=int, default=None, help="only the first N SciFact records")
     parser.add_argument("--keep", action="store_true", help="keep the temporary home")
+    parser.add_argument("--no-sentences", action="store_true",
+                        help="publish without embedding the sentence texts (also_embed off): chunks only")
     parser.add_argument("--json", metavar="PATH", help="also write the result as JSON ('-' for stdout)")
     args = parser.parse_args(argv)
-    result = run(args.corpus, args.limit, args.keep)
+    result = run(args.corpus, args.limit, args.keep, sentences=not args.no_sentences)
     print_table(result)
     write_json(result, args.json)
     return 0
