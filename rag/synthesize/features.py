@@ -36,8 +36,8 @@ _ACTION = re.compile(
     re.IGNORECASE,
 )
 _POINTER = re.compile(
-    r"\b(?:see|check out|jump to|refer to|read more|learn more|more (?:details|information)|documented in"
-    r"|described in|covered in|discussed in)\b|\b(?:below|above|following)\s*[.:]?$",
+    r"\b(?:see|check out|jump to|refer to|consult|read more|learn more|more (?:details|information)|documented in"
+    r"|described in|covered in|discussed in|can be found (?:in|at|on))\b|\b(?:below|above|following)\s*[.:]?$",
     re.IGNORECASE,
 )
 _INTRO = re.compile(
@@ -63,6 +63,8 @@ _HOLDS = {
     "place": re.compile(r"https?://|www\.|@|/[\w.-]+|`[^`]+`|(?<=[a-z,;] )[A-Z][\w&-]+"),
 }
 _NEGATION = re.compile(r"\b(?:not|no|never|cannot)\b|n't\b", re.IGNORECASE)
+_STEP = re.compile(r"^(?:then|next|now|finally|after that|afterwards|once (?:that|this) is done),", re.IGNORECASE)
+_STEP_PENALTY = 0.1  # "Then, run it:" leans on the steps before it (0.1 and 0.15 tie on the dev questions)
 _TYPE_BONUS = 0.08  # a fact question's sentence that holds the kind of answer it asks for
 _CODE_BONUS = 0.06
 _HOWTO_BONUS = 0.08  # a how-to question's sentence with code, or one that introduces code
@@ -137,6 +139,8 @@ def kind_score(c: Candidate, asks: set[str], question_stems: set[str], held: flo
         score -= _POINTER_PENALTY
     if _INTRO.search(c.text):
         score -= _INTRO_PENALTY
+    if _STEP.search(c.text):
+        score -= _STEP_PENALTY
     if not (c.attachment or has_code or has_type) and restates(c.text, question_stems):
         score -= _RESTATES_PENALTY  # "Wednesday" after the question's own words is the answer, not a restatement
     return score
