@@ -41,9 +41,8 @@ _QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")  # "Kiss and Tell (1945 film)" is 
 # A document that leads nowhere is joined by another whose best sentence scores within 5% of the
 # best: on the handbook questions the right page is such a near tie (0.98-0.99) when it is second.
 _NEAR_TIE = 0.95
-LEXICAL_WEIGHT = 0.25
+LEXICAL_WEIGHT = 0.25  # how much the question's words held count beside the similarity of meaning
 _MORE_FOR_SUBJECT = 2  # sentences added to name what the chosen ones leave out of the question
-IDF = True  # how much the question's words held count beside the similarity of meaning
 
 
 @dataclass
@@ -173,7 +172,7 @@ class ExtractiveSynthesizer:
         found = self._sentences(hits)
         if not found:
             return []
-        weights = question_weights(question, self.doc_freq if IDF else None)
+        weights = question_weights(question, self.doc_freq)
         asks = asks_for(question)
         asked = set(weights)
         for c in found:
