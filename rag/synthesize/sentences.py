@@ -150,16 +150,16 @@ class _Reader:
 
     def _feed_text(self, raw: str, line: str) -> None:
         heading = _HEADING.match(raw)
-        if not line or heading:
+        if not line:
             self.flush()
-            if not heading:
-                return  # a blank line: a loose list goes on after it
-            if heading:
-                level = len(heading.group(1))
-                self.path = [(lv, h) for lv, h in self.path if lv < level] + [(level, heading.group(2))]
-                self.heading = heading.group(2)
-                self.tab_lead = None
-                self.after_heading = True
+            return  # a blank line: a loose list goes on after it
+        if heading:
+            self.flush()
+            level = len(heading.group(1))
+            self.path = [(lv, h) for lv, h in self.path if lv < level] + [(level, heading.group(2))]
+            self.heading = heading.group(2)
+            self.tab_lead = None
+            self.after_heading = True
             self.last_list = None
             return
         if line.startswith("|") and line.count("|") >= 2:  # a table row (a pipe in prose or code is not)
