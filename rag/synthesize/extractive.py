@@ -164,15 +164,18 @@ class ExtractiveSynthesizer:
 
         return collect(5) or collect(2)  # excerpts of lists and short lines only: take what there is
 
-    def candidates(self, question: str | Query, hits: Sequence[Hit]) -> list[Candidate]:
+    def candidates(self, question: str | Query, hits: Sequence[Hit],
+                   weights: dict[str, float] | None = None) -> list[Candidate]:
         """Every sentence scored cheaply; the best `extractive_embed` (and each document's best)
-        embedded and scored by meaning too. Sorted best first; only embedded ones are returned."""
+        embedded and scored by meaning too. Sorted best first; only embedded ones are returned.
+        `weights`: the question's word weights, when the caller has them already."""
         query_vector = question.vector if isinstance(question, Query) else None
         question = question_text(question)
         found = self._sentences(hits)
         if not found:
             return []
-        weights = question_weights(question, self.doc_freq)
+        if weights is None:
+            weights = question_weights(question, self.doc_freq)
         asks = asks_for(question)
         asked = set(weights)
         for c in found:
@@ -212,14 +215,15 @@ class ExtractiveSynthesizer:
                 chosen.append(c)
         return chosen
 
-    def select(self, ranked: list[Candidate], second: str | None = None, question: str = "") -> list[Candidate]:
+    def select(self, ranked: list[Candidate], second: str | None = None,
+               weights: dict[str, float] | None = None) -> list[Candidate]:
         """The best sentences of the best sentence's document, of the `second` one (which gives at
         least its best sentence whatever its score: a link is evidence enough), and of any other
-        document that holds a part of the question the chosen sentences do not."""
+        document that holds a part of the question (by its word `weights`) the chosen sentences do not."""
         if not ranked:
             return []
         allowed = {ranked[0].document, second}
-        weights = question_weights(question, self.doc_freq) if question else {}
+        weights = weights or {}
         chosen: list[Candidate] = []
         used = 0
         limit = self.settings.extractive_sentences
@@ -290,9 +294,11 @@ class ExtractiveSynthesizer:
 
     def compose(self, question: str | Query, hits: Sequence[Hit]) -> list[Candidate]:
         """The sentences of the answer in reading order; empty: decline."""
-        ranked = self.candidates(question, hits)
-        question = question_text(question)
-        chosen = self.select(ranked, second_document(question, hits, ranked), question)
+        text = question_text(question)
+        weights = question_weights(text, self.doc_freq)  # one look at the vocabulary for both steps
+        ranked = self.candidates(question, hits, weights)
+        question = text
+        chosen = self.select(ranked, second_document(question, hits, ranked), weights)
         if not chosen:
             return []
         terms: list[Term] = subject_terms(question, self.doc_freq, self.settings.subject_max_share)
