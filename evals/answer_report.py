@@ -138,13 +138,18 @@ def html_page(summary: dict[str, Any], latencies_ms: Sequence[float]) -> str:
             f"</head><body><h1>{title}</h1>{''.join(sections)}</body></html>\n")
 
 
-def write_run(out: Path, summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
+def _write_files(out: Path, summary: dict[str, Any], rows: Sequence[dict[str, Any]], report: str) -> None:
+    """summary.json, questions.jsonl (a row per question) and report.md."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     with (out / "questions.jsonl").open("w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    (out / "report.md").write_text(markdown(summary))
+    (out / "report.md").write_text(report)
+
+
+def write_run(out: Path, summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
+    _write_files(out, summary, rows, markdown(summary))
     (out / "report.html").write_text(html_page(summary, [r["latency_ms"] for r in rows]))
 
 
@@ -186,9 +191,4 @@ def pages_markdown(summary: dict[str, Any]) -> str:
 
 
 def write_pages_run(out: Path, summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    with (out / "questions.jsonl").open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    (out / "report.md").write_text(pages_markdown(summary))
+    _write_files(out, summary, rows, pages_markdown(summary))

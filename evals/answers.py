@@ -162,6 +162,16 @@ def run_answer_eval(
                          "removed_records": len(dataset.removed), "ids": unanswerable},
         "scores": _summaries(rows),
         "citation_support": support,
+        **run_facts(settings, started, ingested, asked, load_before),
+    }
+    return summary, rows
+
+
+def run_facts(settings: Settings, started: float, ingested: float, asked: float,
+              load_before: tuple[float, float, float]) -> dict[str, Any]:
+    """What every eval run's summary records about how it ran: the settings that shape answers,
+    the time of each phase, the machine's load and its CPUs."""
+    return {
         "settings": {name: getattr(settings, name).model_dump(mode="json") for name in ("answer", "retrieve", "index")},
         "seconds": {"total": round(time.perf_counter() - started, 1), "ingest": round(ingested - started, 1),
                     "questions": round(asked - ingested, 1)},
@@ -169,7 +179,6 @@ def run_answer_eval(
                          "end": [round(x, 2) for x in os.getloadavg()]},
         "cpus": os.cpu_count(),
     }
-    return summary, rows
 
 
 def _support(judge: str, settings: Settings, rows: list[dict[str, Any]], progress: Progress) -> dict[str, Any]:

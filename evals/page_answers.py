@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from evals.answers import AnswerEvalOptions, _settings, _support
+from evals.answers import AnswerEvalOptions, _settings, _support, run_facts
 from evals.page_metrics import TOP, groups, score_question
 from evals.pages import PagesDataset, load_pages, page_id, split_of
 from evals.retrieval import Bench, eval_home, open_bench, progress_bar
@@ -151,11 +151,6 @@ def run_pages_eval(
         "corpus_records": ingest["pages"], "ingest": ingest,
         "scores": {group: {"rag": figures} for group, figures in groups(rows, dataset.split).items()},
         "citation_support": support,
-        "settings": {name: getattr(settings, name).model_dump(mode="json") for name in ("answer", "retrieve", "index")},
-        "seconds": {"total": round(time.perf_counter() - started, 1), "ingest": round(ingested - started, 1),
-                    "questions": round(asked - ingested, 1)},
-        "load_average": {"start": [round(x, 2) for x in load_before],
-                         "end": [round(x, 2) for x in os.getloadavg()]},
-        "cpus": os.cpu_count(),
+        **run_facts(settings, started, ingested, asked, load_before),
     }
     return summary, rows

@@ -9,7 +9,7 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import typer
 from rich import box
@@ -148,14 +148,8 @@ def run(
     if split is not Split.all:
         raise _fail(ValueError("--split applies to a pages layout (questions.jsonl beside pages/ or files/)")) from None
     options = AnswerEvalOptions(dataset, synthesizer, limit, unanswerable, seed, home, judge=judge)
-    try:
-        summary, rows = run_answer_eval(options, Console(stderr=True))
-    except (FileNotFoundError, ValueError, RagError) as exc:
-        raise _fail(exc) from None
-    if out is not None:
-        write_run(out, summary, rows)
-    if as_json:
-        typer.echo(json.dumps(summary, indent=2))
+    summary = _run_and_write(lambda: run_answer_eval(options, Console(stderr=True)), write_run, out, as_json)
+    if summary is None:
         return
     console = Console()
     for group in ("all", "yes_no"):
@@ -166,20 +160,30 @@ def run(
                   + (f"; report in {out}" if out else ""), style="dim")
 
 
+def _run_and_write(run: Callable[[], tuple[dict, list]], write: Callable[[Path, dict, list], None],
+                   out: Optional[Path], as_json: bool) -> Optional[dict]:
+    """Run an answer eval, write its files to `out`, print the summary as JSON when asked (then
+    None: nothing more to print); bad input exits with the eval's own message."""
+    try:
+        summary, rows = run()
+    except (FileNotFoundError, ValueError, RagError) as exc:
+        raise _fail(exc) from None
+    if out is not None:
+        write(out, summary, rows)
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return None
+    return summary
+
+
 def _run_pages(dataset: Path, synthesizer: Optional[str], split: str, limit: Optional[int], judge: Optional[str],
                out: Optional[Path], home: Optional[Path], as_json: bool) -> None:
     from evals.answer_report import pages_table_rows, write_pages_run
     from evals.page_answers import PagesEvalOptions, run_pages_eval
 
     options = PagesEvalOptions(dataset, synthesizer, split, limit, home, judge=judge)
-    try:
-        summary, rows = run_pages_eval(options, Console(stderr=True))
-    except (FileNotFoundError, ValueError, RagError) as exc:
-        raise _fail(exc) from None
-    if out is not None:
-        write_pages_run(out, summary, rows)
-    if as_json:
-        typer.echo(json.dumps(summary, indent=2))
+    summary = _run_and_write(lambda: run_pages_eval(options, Console(stderr=True)), write_pages_run, out, as_json)
+    if summary is None:
         return
     header, table_rows = pages_table_rows(summary)
     table = Table(title=f"{summary['dataset']} ({summary['split']}, {summary['questions']} questions, "
