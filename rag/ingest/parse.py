@@ -36,6 +36,8 @@ class ParsedDocument:
     body: str
     metadata: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # A paged format's pages: (start, end, page) character spans of `body`, page 1-based; empty otherwise.
+    pages: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 def humanize(stem: str) -> str:

@@ -1,0 +1,52 @@
+"""One interface for every file format ingestion reads: bytes and a file name in, a ParsedDocument out.
+
+`parse_bytes` is the only entry point the rest of the service calls (directory ingest, HTTP uploads,
+import). Each format lives in its own module here and returns a ParsedDocument whose body is Markdown
+text; a paged format (PDF) also fills `ParsedDocument.pages` with (start, end, page) character spans
+of the body, pages 1-based physical indexes. A file that cannot be read raises UnreadableFile with a
+message for the caller (it names no internals; the caller adds the file name).
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+
+from rag.ingest.parse import MARKDOWN_SUFFIXES, TEXT_SUFFIXES, ParsedDocument, humanize, parse_file_text
+
+
+class UnreadableFile(ValueError):
+    """The file cannot be ingested; str(exc) says why in words a user understands."""
+
+
+TEXT_FORMATS = MARKDOWN_SUFFIXES | TEXT_SUFFIXES
+# Binary formats register here (suffix -> parser); the rest of ingestion reads this set.
+BINARY_PARSERS: dict = {}
+
+
+def supported_suffixes() -> set[str]:
+    return TEXT_FORMATS | set(BINARY_PARSERS)
+
+
+def decode_text(data: bytes) -> str:
+    if b"\x00" in data[:8192]:
+        raise UnreadableFile("a binary file, not text")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UnreadableFile(f"not UTF-8 text (invalid byte at offset {exc.start})") from None
+    if "\x00" in text:  # past the first 8 KB: a binary file still, and no store keeps a NUL
+        raise UnreadableFile("a binary file, not text")
+    return text
+
+
+def parse_bytes(data: bytes, filename: str, fallback_title: str | None = None) -> ParsedDocument:
+    """Parse one file's bytes by its suffix. Raises UnreadableFile (a ValueError) when it cannot."""
+    name = PurePath(filename)
+    suffix = name.suffix.lower()
+    title = fallback_title or humanize(name.stem)
+    parser = BINARY_PARSERS.get(suffix)
+    if parser is not None:
+        return parser(data, title)
+    if suffix in TEXT_FORMATS:
+        return parse_file_text(decode_text(data), suffix, title)
+    raise UnreadableFile(f"an unsupported file type ({suffix or 'no extension'})")
