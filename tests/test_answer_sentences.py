@@ -8,7 +8,10 @@ after it (a code block or a short list).
 from __future__ import annotations
 
 
+import pytest
+
 from rag.synthesize.citations import CLUSTER
+from rag.synthesize.features import question_parts
 from rag.synthesize.sentences import MAX_ATTACHMENT_CHARS, MAX_ATTACHMENT_LINES, MAX_LIST_ITEMS, Sentence, sentences
 
 
@@ -452,3 +455,30 @@ def test_heading_inside_code_is_not_a_heading() -> None:
 def test_empty_text() -> None:
     assert sentences("") == []
     assert sentences("# Only a heading\n") == []
+
+
+# ------------------------------------------------------------------------------ question parts
+
+
+@pytest.mark.parametrize(
+    "question, parts",
+    [
+        ("How do I pin a Python version for my project?", ["How do I pin a Python version for my project?"]),
+        # a sentence that only sets the scene goes with the question after it
+        ("I have an old requirements.txt. How do I pull those dependencies into my new uv project?",
+         ["I have an old requirements.txt. How do I pull those dependencies into my new uv project?"]),
+        # a clause that asks something else is a part of its own; a short one joins the part before
+        ("I want uv to ignore releases less than a week old. How do I set that up, and what do I change in "
+         "Dependabot so it stops opening pull requests?",
+         ["I want uv to ignore releases less than a week old. How do I set that up",
+          "what do I change in Dependabot so it stops opening pull requests?"]),
+        ("How do I turn my uv.lock into a requirements.txt and then install it into another virtualenv?",
+         ["How do I turn my uv.lock into a requirements.txt", "install it into another virtualenv?"]),
+        # initials and abbreviations do not end a sentence; a lone question word does not make a part
+        ("Are both Elko Regional Airport and Gerald R. Ford International Airport located in Michigan?",
+         ["Are both Elko Regional Airport and Gerald R. Ford International Airport located in Michigan?"]),
+        ("When and where is this year's holiday party?", ["When and where is this year's holiday party?"]),
+    ],
+)
+def test_question_parts(question: str, parts: list[str]) -> None:
+    assert question_parts(question) == parts

@@ -1,9 +1,12 @@
-"""Which second document an extractive answer may cite (rag/synthesize/extractive.py), by hand."""
+"""Which second document an extractive answer may cite, and which sentence answers each part of a
+question (rag/synthesize/extractive.py), by hand."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from rag.retrieve.types import Hit
-from rag.synthesize.extractive import Candidate, _words, leads_to, second_document
+from rag.synthesize.extractive import Candidate, _with_parts, _words, leads_to, second_document
 
 
 def hit(node: str, title: str, text: str) -> Hit:
@@ -46,3 +49,22 @@ def test_second_document_prefers_a_link_then_a_near_tie() -> None:
     ranked[1].score = 0.9
     assert second_document("What is this film about?", unlinked, ranked) is None
     assert second_document("anything", hits, []) is None
+
+
+def _sentence(n: int, text: str) -> Candidate:
+    vector = np.zeros(8)
+    vector[n] = 1.0  # every sentence says something different
+    return Candidate(n, text, f"doc{n}", vector=vector)
+
+
+def test_each_part_of_a_question_gets_its_best_sentence() -> None:
+    first, second, third, other_part = (_sentence(i, f"sentence number {w}") for i, w in
+                                        enumerate(["one", "two", "three", "four"]))
+    # The first part is answered by the best sentence; the second part's best is not chosen yet.
+    parts = [(first, {id(first)}), (other_part, {id(other_part)})]
+    assert _with_parts([first, second], parts, limit=4) == [first, second, other_part]
+    # At the limit, the last chosen sentence that answers no part gives way; the best always stays.
+    assert _with_parts([first, second, third], parts, limit=3) == [first, second, other_part]
+    # A part a chosen sentence answers about as well adds nothing.
+    parts = [(first, {id(first)}), (other_part, {id(other_part), id(second)})]
+    assert _with_parts([first, second], parts, limit=4) == [first, second]

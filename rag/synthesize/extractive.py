@@ -31,7 +31,7 @@ from rag.retrieve.types import Hit, Query
 from rag.settings import AnswerSettings
 from rag.retrieve.text import WORD, stems
 from rag.synthesize.citations import CitationStream
-from rag.synthesize.features import NEW_PART, asks_for, held_share, kind_score, question_weights
+from rag.synthesize.features import NEW_PART, asks_for, held_share, kind_score, question_parts, question_weights
 from rag.synthesize.sentences import sentences as excerpt_sentences
 from rag.synthesize.subject import DocFreq, Term, subject_coverage, subject_terms
 from rag.synthesize.types import ABSTENTION, Answer, AnswerEvent, question_text
@@ -43,6 +43,7 @@ _QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")  # "Kiss and Tell (1945 film)" is 
 _NEAR_TIE = 0.95
 LEXICAL_WEIGHT = 0.25  # how much the question's words held count beside the similarity of meaning
 _MORE_FOR_SUBJECT = 2  # sentences added to name what the chosen ones leave out of the question
+_PART_TIE = 0.95  # a chosen sentence scoring this share of a part's best answers that part already
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Candidate:
     attachment: str = ""  # a code block or short list the sentence introduces
     score: float = 0.0
     prior: float = 0.0  # the cheap score every sentence gets before the best few are embedded
+    base: float = 0.0  # what its kind and the retriever's order add to its score
     similarity: float = 0.0
     vector: np.ndarray | None = None
 
@@ -79,6 +81,26 @@ def reading_order(chosen: list[Candidate]) -> list[Candidate]:
 
 def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def _repeats(c: Candidate, chosen: Sequence[Candidate]) -> bool:
+    """Says what a chosen sentence says already (close in meaning, or mostly the same words)."""
+    words = stems(c.text)
+    return any(float(c.vector @ other.vector) > 0.85 or _jaccard(words, stems(other.text)) > 0.6 for other in chosen)
+
+
+def _with_parts(chosen: list[Candidate], parts: Sequence[tuple[Candidate, set[int]]], limit: int) -> list[Candidate]:
+    """Each part's best sentence added where no chosen sentence answers that part about as well,
+    in place of the last chosen sentences that answer no part (the best sentence always stays)."""
+    for best, as_good in parts:
+        if any(id(c) in as_good for c in chosen) or _repeats(best, chosen):
+            continue
+        keep = [c for c in chosen[1:] if any(id(c) in good for _, good in parts)]
+        while len(chosen) >= limit and len(chosen) > 1 + len(keep):
+            chosen.remove(next(c for c in reversed(chosen[1:]) if c not in keep))
+        if len(chosen) < limit:
+            chosen.append(best)
+    return chosen
 
 
 def _words(text: str) -> str:
@@ -184,8 +206,9 @@ class ExtractiveSynthesizer:
             excerpt_similarity = hit.vector_similarity or 0.0
             rank_prior = 0.05 * (1 - (c.excerpt - 1) / len(hits))  # the retriever's order breaks near-ties
             kind = kind_score(c, asks, asked, held)
-            c.prior = 0.5 * held + 0.5 * excerpt_similarity + kind + rank_prior
-            c.score = LEXICAL_WEIGHT * held + kind + rank_prior
+            c.base = kind + rank_prior
+            c.prior = 0.5 * held + 0.5 * excerpt_similarity + c.base
+            c.score = LEXICAL_WEIGHT * held + c.base
         shortlist = self._shortlist(found)
         query = query_vector if query_vector is not None else self.embedder.embed_query(question)
         vectors = self.embedder.embed([embedded_text(c.context, c.text) for c in shortlist])
@@ -215,11 +238,37 @@ class ExtractiveSynthesizer:
                 chosen.append(c)
         return chosen
 
+    def part_answers(self, question: str, ranked: Sequence[Candidate],
+                     weights: dict[str, float]) -> list[tuple[Candidate, set[int]]]:
+        """For a question that asks several things (`question_parts`), each part's best sentence,
+        scored as every sentence is but against the part alone, with the ids of the sentences that
+        answer that part about as well (within 5%); empty for a question of one part."""
+        parts = question_parts(question)
+        if len(parts) < 2 or not ranked:
+            return []
+        found = []
+        for part in parts:
+            vector = self.embedder.embed_query(part)
+            vector = vector / (np.linalg.norm(vector) or 1.0)
+            part_stems = stems(part)
+            part_weights = {s: w for s, w in weights.items() if s in part_stems}
+            scored = [
+                (float(c.vector @ vector) + LEXICAL_WEIGHT * held_share(part_weights, stems(f"{c.context} {c.text} {c.attachment}"))
+                 + c.base, c) for c in ranked if c.vector is not None
+            ]
+            top = max(score for score, _ in scored)
+            best = next(c for score, c in scored if score == top)
+            found.append((best, {id(c) for score, c in scored if score >= _PART_TIE * top}))
+        return found
+
     def select(self, ranked: list[Candidate], second: str | None = None,
-               weights: dict[str, float] | None = None) -> list[Candidate]:
+               weights: dict[str, float] | None = None,
+               parts: Sequence[tuple[Candidate, set[int]]] = ()) -> list[Candidate]:
         """The best sentences of the best sentence's document, of the `second` one (which gives at
-        least its best sentence whatever its score: a link is evidence enough), and of any other
-        document that holds a part of the question (by its word `weights`) the chosen sentences do not."""
+        least its best sentence whatever its score: a link is evidence enough), of any other
+        document that holds a part of the question (by its word `weights`) the chosen sentences do
+        not, and each of the question's `parts` answered (its best sentence, unless one chosen
+        answers it about as well)."""
         if not ranked:
             return []
         allowed = {ranked[0].document, second}
@@ -227,12 +276,6 @@ class ExtractiveSynthesizer:
         chosen: list[Candidate] = []
         used = 0
         limit = self.settings.extractive_sentences
-
-        def repeats(c: Candidate) -> bool:
-            words = stems(c.text)
-            return any(
-                float(c.vector @ other.vector) > 0.85 or _jaccard(words, stems(other.text)) > 0.6 for other in chosen
-            )
 
         def adds_a_part(c: Candidate) -> bool:
             if not weights or not chosen:
@@ -245,7 +288,7 @@ class ExtractiveSynthesizer:
             if len(chosen) >= limit or (chosen and c.score < 0.75 * chosen[0].score):
                 break
             size = len(c.text) + len(c.attachment)
-            if repeats(c) or (chosen and used + size > _MAX_ANSWER_CHARS):
+            if _repeats(c, chosen) or (chosen and used + size > _MAX_ANSWER_CHARS):
                 continue
             if c.document not in allowed:
                 if not adds_a_part(c):
@@ -255,11 +298,11 @@ class ExtractiveSynthesizer:
             used += size
         room = limit - 1  # the best sentence always stays
         if second is not None and room and all(c.document != second for c in chosen):
-            best = next((c for c in ranked if c.document == second and not repeats(c)), None)
+            best = next((c for c in ranked if c.document == second and not _repeats(c, chosen)), None)
             if best is not None:
                 del chosen[room:]
                 chosen.append(best)
-        return chosen
+        return _with_parts(chosen, parts, limit)
 
     def _named(self, c: Candidate, hits: Sequence[Hit]) -> set[str]:
         return stems(f"{hits[c.excerpt - 1].title} {c.context} {c.text} {c.attachment}")
@@ -298,7 +341,8 @@ class ExtractiveSynthesizer:
         weights = question_weights(text, self.doc_freq)  # one look at the vocabulary for both steps
         ranked = self.candidates(question, hits, weights)
         question = text
-        chosen = self.select(ranked, second_document(question, hits, ranked), weights)
+        parts = self.part_answers(question, ranked, weights)
+        chosen = self.select(ranked, second_document(question, hits, ranked), weights, parts)
         if not chosen:
             return []
         terms: list[Term] = subject_terms(question, self.doc_freq, self.settings.subject_max_share)

@@ -94,6 +94,53 @@ def question_weights(question: str, doc_freq: DocFreq | None) -> dict[str, float
     return weights
 
 
+# Where a question with several parts breaks: between sentences, and before a clause that asks
+# something else ("..., and what do I change in X?", "... and also log in to Y").
+# (not after an initial or an abbreviation: "Gerald R. Ford", "Craig v. Boren")
+_SENTENCE_BREAK = re.compile(r"(?:(?<=[?!])|(?<=[a-z]{3}\.))\s+(?=[A-Z])")
+_CLAUSE_BREAK = re.compile(
+    r",?\s+and\s+(?:also\s+|then\s+)?(?=(?:what|how|where|which|when|who|why|do|does|can|should)\b)"
+    r"|,\s+(?:and\s+)?(?:then|also)\s+|\s+and\s+(?:also|then)\s+",
+    re.IGNORECASE,
+)
+_QUESTION_START = re.compile(r"^(?:what|how|where|which|when|who|why|whom|whose|do|does|did|can|could|should|is|are|will)\b", re.I)
+_MIN_PART_WORDS = 3  # a part with fewer content words ("How do I set that up?") belongs to the one before
+
+
+_ASK_START = re.compile(r"^(?:i|we) (?:want|need|would like)\b", re.I)
+
+
+def _asks(clause: str) -> bool:
+    return clause.endswith("?") or bool(_QUESTION_START.search(clause) or _ASK_START.search(clause))
+
+
+def question_parts(question: str) -> list[str]:
+    """The parts of a question that asks several things, in order; one part for most questions.
+    A sentence that only sets the scene ("Our project depends on a private repository.") goes with
+    the part after it, and a part too short to stand alone with the one before it, which it refers to."""
+    parts: list[str] = []
+    scene = ""
+    for sentence in _SENTENCE_BREAK.split(question.strip()):
+        clauses = [c.strip(" ,;") for c in _CLAUSE_BREAK.split(sentence) if c.strip(" ,;")]
+        if not clauses:
+            continue
+        if scene:
+            clauses[0], scene = f"{scene} {clauses[0]}", ""
+        if len(clauses) == 1 and not _asks(clauses[0]):
+            scene = clauses[0]
+            continue
+        for clause in clauses:
+            if parts and len(query_terms(clause)) < _MIN_PART_WORDS:
+                parts[-1] = f"{parts[-1]} {clause}"
+            else:
+                parts.append(clause)
+    if scene:
+        parts = [*parts[:-1], f"{parts[-1]} {scene}"] if parts else [scene]
+    if len(parts) > 1 and len(query_terms(parts[0])) < _MIN_PART_WORDS:  # "When and where is ...?"
+        parts[:2] = [f"{parts[0]} {parts[1]}"]
+    return parts if len(parts) > 1 else [question.strip()]
+
+
 def held_share(weights: dict[str, float], text_stems: set[str]) -> float:
     total = sum(weights.values())
     return sum(w for stem, w in weights.items() if stem in text_stems) / total if total else 0.0
