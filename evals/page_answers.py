@@ -21,13 +21,16 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import Progress
+from sqlalchemy import select
 
 from evals.answers import AnswerEvalOptions, _settings, _support, run_facts
-from evals.page_metrics import TOP, groups, score_question
-from evals.pages import PagesDataset, load_pages, page_id, split_of
+from evals.page_metrics import TOP, groups, score_question, text_found
+from evals.pages import PageQuestion, PagesDataset, load_pages, page_id, split_of
 from evals.retrieval import Bench, eval_home, open_bench, progress_bar
+from rag.render import source_pages
 from rag.service import KnowledgeService, Principal
 from rag.service.ingest import IngestProgress, IngestReport
+from rag.store.models import PUBLISHED, DocumentVersion, Node
 from rag.synthesize.types import Answer
 
 
@@ -76,18 +79,35 @@ def _ask_all(bench: Bench, dataset: PagesDataset, progress: Progress) -> list[di
         hits = svc.search(bench.principal, q.question, limit=TOP, kb_name=kb).hits
         top = list(dict.fromkeys(page_id(h.source_id) for h in hits))
         cited = [page_id(s.source_id) for s in answer.sources]
+        numbers = {page_id(s.source_id): source_pages(s) for s in answer.sources}
         refused = declined(answer)
-        scores = score_question(q, answer.text, cited, top, refused)
+        found = _text_found(bench, dataset, q)
+        scores = score_question(q, answer.text, cited, top, refused, numbers, found)
         rows.append({
             "id": q.id, "kind": q.kind, "split": _split(q.id), "question": q.question, "answerable": q.answerable,
             "gold_pages": list(q.gold_pages), "gold_page_number": q.gold_page_number,
             "answer_keys": list(q.answer_keys), "key_rule": q.key_rule, "gold_rule": q.gold_rule,
             "answer": answer.text, "cited_pages": cited, "top5_pages": top, "declined": refused,
+            "cited_page_numbers": {p: n for p, n in numbers.items() if n},
             "key_hit": None if scores["key_hit"] is None else scores["key_hit"] == 1.0, "scores": scores,
             "latency_ms": round(latency, 1), "_answer": answer,
         })
         progress.advance(task)
     return rows
+
+
+def _text_found(bench: Bench, dataset: PagesDataset, q: PageQuestion) -> bool | None:
+    """Whether the published text of the question's file holds its support string (on its page, for
+    a PDF); None when the question has no support string or no single file."""
+    if not q.support or len(q.gold_pages) != 1:
+        return None
+    source_id = f"fs:{bench.principal.workspace_id}:{dataset.name}:{q.gold_pages[0]}"
+    with bench.service.db.session() as session:
+        row = session.execute(
+            select(DocumentVersion.body, DocumentVersion.pages).join(Node, Node.id == DocumentVersion.node_id)
+            .where(Node.source_id == source_id, DocumentVersion.status == PUBLISHED)
+        ).first()
+    return row is not None and text_found(q.support, row.body, row.pages, q.gold_page_number)
 
 
 def _ingest_summary(dataset: PagesDataset, report: IngestReport | None) -> dict[str, Any]:

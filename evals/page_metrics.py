@@ -8,7 +8,12 @@ Over the answerable questions (those with answer keys):
 - key_hit: the answer, citation markers taken out, contains an answer key: a case-insensitive
   substring (uv_docs) or a case-insensitive whole word, not inside a longer word or number
   (office_docs: "73" is in "73 airplanes", not in "737");
-- wrongly_declined: the answer declined (abstained, or cites nothing).
+- wrongly_declined: the answer declined (abstained, or cites nothing);
+- text_found: for a question with a support string (office_docs), the file's stored text holds it
+  (letters and digits compared, case-insensitive: whitespace, punctuation, Markdown markup and a PDF's
+  dot leaders do not count); for a PDF question with a page, on that page's part of the text;
+- page_cited: for a question whose answer is on a given page of a PDF (office_docs' `page`), the
+  answer cites an excerpt of the gold file that lies on that page (1-based physical pages).
 
 Over the questions without answer keys (near_topic, no_answer, bad_file):
 - declined: the answer declined, as above.
@@ -26,10 +31,12 @@ from evals.pages import ALL, WORD, PageQuestion
 
 TOP = 5
 PAGE_METRICS = (
-    "questions", "answerable", "retrieval@5", "gold_found@5", "gold_cited", "key_hit", "wrongly_declined",
-    "declined", "latency_p50_ms", "latency_p95_ms",
+    "questions", "answerable", "retrieval@5", "gold_found@5", "gold_cited", "text_found", "page_cited", "key_hit",
+    "wrongly_declined", "declined", "latency_p50_ms", "latency_p95_ms",
 )
-SCORES = ("retrieval@5", "gold_found@5", "gold_cited", "key_hit", "wrongly_declined", "declined")
+SCORES = ("retrieval@5", "gold_found@5", "gold_cited", "text_found", "page_cited", "key_hit", "wrongly_declined",
+          "declined")
+_NOT_ALNUM = re.compile(r"[^0-9a-z]+")
 LOWER_IS_BETTER = frozenset({"wrongly_declined"})
 
 
@@ -44,21 +51,35 @@ def key_in(key: str, text: str, rule: str) -> bool:
     return key in text
 
 
+def text_found(support: str, body: str, pages: Sequence[Sequence[int]] | None, page: int | None) -> bool:
+    """Whether the stored text (of `page`, for a paged file) holds the support string, letters and
+    digits compared."""
+    if page is not None and pages:
+        body = "".join(body[s:e] for s, e, p in pages if p == page)
+    wanted = _NOT_ALNUM.sub("", support.lower())
+    return bool(wanted) and wanted in _NOT_ALNUM.sub("", body.lower())
+
+
 def key_hit(answer: str, keys: Sequence[str], rule: str) -> bool:
     text = strip_citations(answer)
     return any(key_in(k, text, rule) for k in keys)
 
 
 def score_question(
-    q: PageQuestion, answer: str, cited: Sequence[str], top: Sequence[str], declined: bool
+    q: PageQuestion, answer: str, cited: Sequence[str], top: Sequence[str], declined: bool,
+    cited_page_numbers: Mapping[str, Sequence[int]] | None = None, found_text: bool | None = None,
 ) -> dict[str, float | None]:
     """One question's scores. `cited` are the pages the answer cites, `top` the pages of the top 5
-    search results; None where a score is not defined for the question."""
+    search results, `cited_page_numbers` the PDF pages of the cited excerpts of each cited file,
+    `found_text` whether the stored text holds the support (`text_found`; None: not checked);
+    None where a score is not defined for the question."""
     scores: dict[str, float | None] = dict.fromkeys(SCORES)
     if not q.answerable:
         scores["declined"] = float(declined)
         return scores
     gold = list(dict.fromkeys(q.gold_pages))
+    if found_text is not None:
+        scores["text_found"] = float(found_text)
     need = all if q.gold_rule == ALL else any
     if gold:
         found = [g in set(top) for g in gold]
@@ -66,6 +87,9 @@ def score_question(
         scores["gold_cited"] = float(need(g in set(cited) for g in gold))
         if q.gold_rule == ALL:
             scores["gold_found@5"] = sum(found) / len(gold)
+        if q.gold_page_number is not None:
+            numbers = cited_page_numbers or {}
+            scores["page_cited"] = float(any(q.gold_page_number in numbers.get(g, ()) for g in gold))
     scores["key_hit"] = float(key_hit(answer, q.answer_keys, q.key_rule))
     scores["wrongly_declined"] = float(declined)
     return scores

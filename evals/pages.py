@@ -14,9 +14,10 @@ normalised to one `PageQuestion`:
   when no file answers it.
 
 A question with no answer keys expects the system to decline. What gets ingested is decided by the
-service (`KnowledgeService.ingest_directory` over the whole folder): today Markdown and text; a
-format the service learns to parse (PDF, HTML, DOCX) is ingested here with no change, and until
-then its files are listed as skipped and the questions about them as missing their gold pages.
+service (`KnowledgeService.ingest_directory` over the whole folder): Markdown, text, PDF, HTML and
+Word. A file it refuses (office_docs' encrypted and image-only PDFs) is listed as failed with its
+reason, and the questions about it as missing their gold pages. A PDF question's `page` is scored
+against the pages of the excerpts the answer cites (`page_cited`, evals/page_metrics.py).
 
 `--split odd|even` keeps the questions whose id ends in an odd (uv001, uv003, …: the calibration
 split, for tuning) or even number (uv002, …: the held-out split that figures are reported on).

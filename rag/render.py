@@ -1,5 +1,9 @@
 """Output shapes shared by the surfaces: search results and answers as JSON-ready dicts and as the
-text blocks of knowledge_search_and_ask.txt (search results kept under 50,000 characters)."""
+text blocks of knowledge_search_and_ask.txt (search results kept under 50,000 characters).
+
+An excerpt of a paged original (a PDF) carries its 1-based page: `"page"` in the structured shapes
+(absent for every other source, like `source`), and in the text blocks a `page: N` line of its own
+after the document's lines, which stay exactly as the document gives them."""
 
 from __future__ import annotations
 
@@ -27,14 +31,17 @@ def hit_payload(hit: Hit, excerpt_chars: int = 2000) -> dict[str, Any]:
     }
     if hit.source:  # a label the connector never recorded is absent, not null
         payload["source"] = hit.source
+    if hit.page is not None:  # only a paged original's excerpt has a page
+        payload["page"] = hit.page
     return payload
 
 
 def hit_text(payload: dict[str, Any]) -> str:
     via = "+".join(payload["retrievers"])
+    page = f"page: {payload['page']}\n" if "page" in payload else ""
     return (
         f"### {payload['title']} (score: {payload['score']:.4f}, via {via})\n"
-        f"document_id: {payload['document_id']}\n\n{payload['excerpt']}"
+        f"document_id: {payload['document_id']}\n{page}\n{payload['excerpt']}"
     )
 
 
@@ -92,19 +99,25 @@ def source_payload(source: "Source", excerpt_chars: int = 2000) -> dict[str, Any
     }
     if source.source:
         payload["source"] = source.source
+    if source.first.page is not None:  # the page of the first cited excerpt; each excerpt has its own
+        payload["page"] = source.first.page
     payload["excerpt"] = source.first.excerpt(excerpt_chars)
     # Every cited excerpt, so a reader can find the quoted text in that version of the document.
-    payload["excerpts"] = [
-        {
-            "version": hit.version,
-            "heading_path": list(hit.heading_path),
-            "char_start": hit.char_start,
-            "char_end": hit.char_end,
-            "text": hit.excerpt(excerpt_chars),
-        }
-        for hit in source.hits
-    ]
+    payload["excerpts"] = [_excerpt(hit, excerpt_chars) for hit in source.hits]
     return payload
+
+
+def _excerpt(hit: Hit, excerpt_chars: int) -> dict[str, Any]:
+    excerpt: dict[str, Any] = {
+        "version": hit.version,
+        "heading_path": list(hit.heading_path),
+        "char_start": hit.char_start,
+        "char_end": hit.char_end,
+        "text": hit.excerpt(excerpt_chars),
+    }
+    if hit.page is not None:
+        excerpt["page"] = hit.page
+    return excerpt
 
 
 def answer_response(answer: "Answer", excerpt_chars: int = 2000) -> tuple[dict[str, Any], str]:
@@ -119,8 +132,18 @@ def answer_response(answer: "Answer", excerpt_chars: int = 2000) -> tuple[dict[s
 
 
 def sources_text(sources: "list[Source]") -> str:
-    lines = [f"[{s.number}] {s.title} ({s.document_id}, score {s.score:.4f})" for s in sources]
+    lines = []
+    for s in sources:
+        lines.append(f"[{s.number}] {s.title} ({s.document_id}, score {s.score:.4f})")
+        pages = source_pages(s)
+        if pages:  # a line of its own under the source's, which stays as the document gives it
+            lines.append(f"    page{'s' if len(pages) > 1 else ''}: {', '.join(map(str, pages))}")
     return "Sources:\n" + "\n".join(lines)
+
+
+def source_pages(source: "Source") -> list[int]:
+    """The pages of a source's cited excerpts, in citation order, each once."""
+    return list(dict.fromkeys(hit.page for hit in source.hits if hit.page is not None))
 
 
 def answer_text(answer: "Answer") -> str:

@@ -70,7 +70,7 @@ def test_answer_keys_match_case_insensitively_as_substrings_or_as_whole_words() 
 def test_scores_of_one_question_by_hand() -> None:
     # howto / fact: any gold page is enough, for retrieval and for citation.
     s = score_question(q(gold=("a.md", "b.md")), "Run UV EXPORT [1].", ["b.md"], ["x.md", "b.md"], False)
-    assert s == {"retrieval@5": 1.0, "gold_found@5": None, "gold_cited": 1.0, "key_hit": 1.0,
+    assert s == {"retrieval@5": 1.0, "gold_found@5": None, "gold_cited": 1.0, "text_found": None, "page_cited": None, "key_hit": 1.0,
                  "wrongly_declined": 0.0, "declined": None}
     # multi: both gold pages are needed; the fraction found is reported beside.
     s = score_question(q("multi", ("a.md", "b.md")), "no key here [1]", ["a.md"], ["a.md", "x.md"], False)
@@ -83,7 +83,7 @@ def test_scores_of_one_question_by_hand() -> None:
     # near_topic (no answer keys): only "declined" is defined.
     near = q("near_topic", (), ())
     assert score_question(near, ABSTENTION, [], ["a.md"], True) == {
-        "retrieval@5": None, "gold_found@5": None, "gold_cited": None, "key_hit": None,
+        "retrieval@5": None, "gold_found@5": None, "gold_cited": None, "text_found": None, "page_cited": None, "key_hit": None,
         "wrongly_declined": None, "declined": 1.0}
     assert score_question(near, "Use tox [1].", ["a.md"], ["a.md"], False)["declined"] == 0.0
 
@@ -107,7 +107,7 @@ def test_means_by_kind_and_split_leave_out_what_is_not_defined() -> None:
     assert all(list(figures) == list(PAGE_METRICS) for figures in by.values())
     assert by["howto"] | {"latency_p50_ms": None, "latency_p95_ms": None} == {
         "questions": 2, "answerable": 2, "retrieval@5": 0.5, "gold_found@5": None, "gold_cited": 0.5,
-        "key_hit": 0.5, "wrongly_declined": 0.5, "declined": None, "latency_p50_ms": None, "latency_p95_ms": None}
+        "text_found": None, "page_cited": None, "key_hit": 0.5, "wrongly_declined": 0.5, "declined": None, "latency_p50_ms": None, "latency_p95_ms": None}
     assert by["multi"]["gold_found@5"] == 0.5 and by["near_topic"]["declined"] == 0.5
     everything = by["all"]
     assert everything["questions"] == 5 and everything["answerable"] == 3
@@ -252,8 +252,12 @@ def test_the_slice_end_to_end_reports_every_kind_and_split_with_consistent_score
         assert set(row["cited_pages"]) <= set(pages) and set(row["top5_pages"]) <= set(pages)
         assert 1 <= len(row["top5_pages"]) <= 5
         assert row["declined"] == (row["answer"] == ABSTENTION or not row["cited_pages"])
+        # uv_docs' support strings are copied from its pages: each is in its page's stored text (checked
+        # for a question with one gold page).
+        assert row["scores"]["text_found"] in ((1.0,) if question.support and len(question.gold_pages) == 1 else (None,))
         assert row["scores"] == score_question(question, row["answer"], row["cited_pages"], row["top5_pages"],
-                                               row["declined"])
+                                               row["declined"], found_text=row["scores"]["text_found"] == 1.0
+                                               if row["scores"]["text_found"] is not None else None)
         text = strip_citations(row["answer"]).lower()
         assert row["key_hit"] == (any(k.lower() in text for k in question.answer_keys) if question.answerable else None)
         assert row["latency_ms"] > 0
@@ -304,7 +308,7 @@ def test_keys_are_matched_case_insensitively_in_a_model_answer_and_limit_counts_
 
 def test_an_office_style_folder_matches_whole_words_and_names_what_it_could_not_ingest(tmp_path: Path) -> None:
     """files/ instead of pages/, `file` and `page` instead of gold_pages, whole-word keys: "73" is not
-    in "737". A PDF is skipped until the service parses PDFs; its question is listed as missing its page."""
+    in "737". A damaged PDF fails to ingest (with its reason); its question is listed as missing its page."""
     root = tmp_path / "office_mini"
     (root / "files" / "notes").mkdir(parents=True)
     (root / "files" / "pdf").mkdir()
@@ -327,7 +331,8 @@ def test_an_office_style_folder_matches_whole_words_and_names_what_it_could_not_
                        env={"RAG_LLM__MOCK_RESPONSE": "The directive covers the 737 fleet [1]."})
     ingest = summary["ingest"]
     assert ingest["folder"] == "files" and ingest["pages"] == 1
-    assert [s["path"] for s in ingest["skipped"]] == ["pdf/scan.pdf"]
+    assert ingest["skipped"] == []
+    assert ingest["failed"] == [{"path": "pdf/scan.pdf", "error": "a damaged or truncated PDF that cannot be opened"}]
     assert ingest["questions_missing_gold_pages"] == ["od002"]
     assert list(summary["scores"]) == ["md", "pdf", "no_answer", "all", "odd", "even"]
     rows = read_rows(out)

@@ -78,7 +78,7 @@ def test_bad_files_get_clear_messages_and_the_rest_goes_on(svc, admin, small_tre
     failed = dict(report.failed)
     assert failed["binary.md"] == "a binary file, not text"
     assert failed["latin1.txt"].startswith("not UTF-8 text")
-    assert dict(report.skipped)["picture.png"] == "not a Markdown or text file"
+    assert dict(report.skipped)["picture.png"] == "not a file type ingest reads (Markdown, text, PDF, HTML, Word)"
     assert len(report.added) == 5
 
 

@@ -24,19 +24,23 @@ class _Refused(Exception):
 class BodyLimit:
     """Refuse bodies over the limit with 413: at once when Content-Length says so, else as soon as a
     chunked body grows past it, before the app has buffered it all. The 413 is sent from here:
-    FastAPI would turn an exception raised while it reads the body into a generic 400."""
+    FastAPI would turn an exception raised while it reads the body into a generic 400.
+    `paths`: another limit, with its own message and code, for an exact path (the file upload's)."""
 
-    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES,
+                 paths: dict[str, tuple[int, str, str]] | None = None) -> None:
         self.app = app
         self.limit = limit
+        self.paths = paths or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        refuse = error_response(413, TOO_LARGE, "body_too_large")
+        limit, too_large, code = self.paths.get(scope.get("path", ""), (self.limit, TOO_LARGE, "body_too_large"))
+        refuse = error_response(413, too_large, code)
         declared = _content_length(scope)
-        if declared is not None and declared > self.limit:
+        if declared is not None and declared > limit:
             await refuse(scope, receive, send)
             return
         seen, refused = 0, False
@@ -46,7 +50,7 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit and not refused:
+                if seen > limit and not refused:
                     refused = True
                     await refuse(scope, receive, send)
                     raise _Refused

@@ -21,6 +21,10 @@ AskRequest = request_body(
 )
 
 
+_PAGE = ("For a PDF: the 1-based physical page the excerpt lies on (its index in the file, not the printed "
+         "number). Absent for every other source.")
+
+
 class SearchHit(BaseModel):
     source_id: str = Field(description="The knowledge id (provider:org:resource:item). Not a node id.")
     document_id: str = Field(description="The same value as source_id, kept for callers that already read it.")
@@ -29,6 +33,7 @@ class SearchHit(BaseModel):
     retrievers: list[str] = Field(description='Which lanes found the excerpt, e.g. ["vector", "text"].')
     excerpt: str = Field(description="Up to 2,000 characters, then […truncated].")
     source: str | None = Field(None, description="Where it came from, in the connector's words; absent when none.")
+    page: int | None = Field(None, ge=1, description=_PAGE)
 
 
 class SearchResponse(BaseModel):
@@ -44,6 +49,7 @@ class CitedExcerpt(BaseModel):
     char_start: int
     char_end: int
     text: str
+    page: int | None = Field(None, ge=1, description=_PAGE)
 
 
 class AnswerSource(BaseModel):
@@ -52,6 +58,7 @@ class AnswerSource(BaseModel):
     title: str
     score: float
     source: str | None = None
+    page: int | None = Field(None, ge=1, description="For a PDF: the page of the first cited excerpt; absent otherwise.")
     excerpt: str
     excerpts: list[CitedExcerpt] = Field(description="Every cited excerpt of this document, where it sits in which version.")
 

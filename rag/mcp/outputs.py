@@ -19,6 +19,10 @@ SourceId = Annotated[str, Field(description=(
     "The knowledge base's id for the ingested source (provider:org:resource:item). Not an artifact id: "
     "never pass it to the document tools."
 ))]
+Page = Annotated[int, Field(ge=1, description=(
+    "The 1-based physical page of a PDF that the excerpt lies on (the page's index in the file, not the number "
+    "printed on it). Absent for every source that is not a PDF."
+))]
 DocumentId = Annotated[str, Field(description="The same value as source_id, kept for callers that already read it. "
                                               "Prefer source_id.")]
 Score = Annotated[float, Field(description="The fused ranking score across the retrieval lanes.")]
@@ -37,6 +41,7 @@ class KnowledgeHit(TypedDict):
         description='Which lanes found the excerpt (for example ["vector", "text"]).')]
     excerpt: Annotated[str, Field(description="The excerpt, up to 2,000 characters, then […truncated].")]
     source: NotRequired[Label]
+    page: NotRequired[Page]
 
 
 class SearchKnowledgeOutput(TypedDict):
@@ -51,6 +56,9 @@ class KnowledgeSource(TypedDict):
     title: str
     score: Score
     source: NotRequired[Label]
+    page: NotRequired[Annotated[int, Field(ge=1, description=(
+        "For a PDF: the 1-based physical page of the first excerpt the answer cites from it. Absent otherwise."
+    ))]]
 
 
 class AskKnowledgeOutput(TypedDict):

@@ -6,8 +6,11 @@ written through the API or MCP are never deleted or overwritten, and an edit mad
 document survives until its file changes (the file's content then becomes a new version, and the
 edit stays in the history).
 
-What a directory walk takes: regular files with a Markdown or text suffix, and links to such
-files that stay inside the ingested folder. It never opens anything else, and says so in the
+What a directory walk takes: regular files of a format `rag.ingest.formats` reads (Markdown, text,
+PDF, HTML, Word), and links to such files that stay inside the ingested folder. Every file is read
+as bytes and parsed by `parse_bytes`; a file that cannot be read (an encrypted or image-only PDF, a
+damaged file, one whose extension lies) is a failure with the reason, and the rest goes on. A
+file is unchanged while the hash of its bytes is. It never opens anything else, and says so in the
 report: a link that leaves the folder (or is broken) is a failure; a hidden name, a link to a
 directory (never followed, so no loop), a FIFO, socket or device, and any other suffix are
 skipped with the reason.
@@ -26,9 +29,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from sqlalchemy import select
 
 from rag.errors import InvalidArgument
-from rag.ingest.parse import SUPPORTED_SUFFIXES, ParsedDocument, humanize, parse_file_text, parse_record
+from rag.ingest.formats import BINARY_PARSERS, UnreadableFile, parse_bytes, supported_suffixes
+from rag.ingest.parse import ParsedDocument, humanize, parse_record
 from rag.service import tree
 from rag.service.checks import name_problem
+from rag.service.originals import keep_original
 from rag.service.principal import Principal
 from rag.store.models import (
     DOCUMENT,
@@ -92,6 +97,7 @@ class _Item:
     parsed: ParsedDocument
     raw_hash: str
     name_hint: str
+    original: bytes | None = None  # the file's bytes, for a format that is not text (PDF, HTML, Word)
 
 
 def _noop(stage: str, done: int, total: int) -> None:
@@ -140,9 +146,11 @@ class _Sync:
                     session.flush()
                     version = DocumentVersion(
                         node_id=node.id, number=1, body=item.parsed.body, content_hash=body_hash, origin=ORIGIN_INGEST,
+                        pages=_pages(item.parsed),
                     )
                     session.add(version)
                     session.flush()
+                    self._keep_original(session, version, item)
                     request_publish(session, version)
                     to_publish.append(version.id)
                     report.added.append(item.label)
@@ -161,10 +169,11 @@ class _Sync:
                 else:
                     version = DocumentVersion(
                         node_id=node.id, number=(newest.number + 1) if newest else 1,
-                        body=item.parsed.body, content_hash=body_hash, origin=ORIGIN_INGEST,
+                        body=item.parsed.body, content_hash=body_hash, origin=ORIGIN_INGEST, pages=_pages(item.parsed),
                     )
                     session.add(version)
                     session.flush()
+                self._keep_original(session, version, item)
                 request_publish(session, version)
                 node.ingest_hash = item.raw_hash
                 node.meta = item.parsed.metadata or None
@@ -179,6 +188,12 @@ class _Sync:
         service.edits.remove_nodes(removed_ids)
         self._drop_empty_folders(kb, root_key, {item.folders[:i] for item in items for i in range(1, len(item.folders) + 1)})
         report.chunks = service.publisher.publish(to_publish, lambda done, total: progress("indexing", done, total))
+
+    @staticmethod
+    def _keep_original(session, version: DocumentVersion, item: _Item) -> None:
+        """A parsed file (PDF, HTML, Word) stays beside its version (rag/service/originals.py)."""
+        if item.original is not None:
+            keep_original(session, version.id, Path(item.label).name, item.original)
 
     def _drop_empty_folders(self, kb: KnowledgeBase, root_key: str, current: set[tuple[str, ...]]) -> None:
         """Folders this import made for directories that are gone, once nothing is left in them."""
@@ -244,15 +259,7 @@ class DirectoryIngest(_Sync):
             file, rel = found.path, found.rel
             try:
                 data = found.read()
-                if b"\x00" in data[:8192]:
-                    raise ValueError("a binary file, not text")
-                try:
-                    text = data.decode("utf-8-sig")
-                except UnicodeDecodeError as exc:
-                    raise ValueError(f"not UTF-8 text (invalid byte at offset {exc.start})") from None
-                if "\x00" in text:  # past the first 8 KB: a binary file still, and no store keeps a NUL
-                    raise ValueError("a binary file, not text")
-                parsed = parse_file_text(text, file.suffix, humanize(file.stem))
+                parsed = _parse(data, file)
                 # A name no API call could give (control or bidi characters, `..`) is not given here either.
                 problem = name_problem(" ".join(parsed.title.split()), separators=False) or next(
                     (p for p in map(name_problem, Path(rel).parent.parts) if p), None)
@@ -269,7 +276,7 @@ class DirectoryIngest(_Sync):
                     _Item(
                         source_id=f"fs:{kb.workspace_id}:{kb.name}:{rel}", label=rel,
                         folders=tuple(Path(rel).parent.parts), parsed=parsed, raw_hash=content_hash(data),
-                        name_hint=file.name,
+                        name_hint=file.name, original=data if file.suffix.lower() in BINARY_PARSERS else None,
                     )
                 )
             progress("reading", i, len(files))
@@ -277,6 +284,21 @@ class DirectoryIngest(_Sync):
         report.seconds = time.perf_counter() - started
         self.service.activity.record(self.principal, "ingest", kb.name, "ok" if not report.failed else "partial", report.summary())
         return report
+
+
+def _pages(parsed: ParsedDocument) -> list[list[int]] | None:
+    return [list(span) for span in parsed.pages] or None
+
+
+def _parse(data: bytes, file: Path) -> ParsedDocument:
+    """The file parsed by its format; ValueError (UnreadableFile) says why it cannot be."""
+    try:
+        return parse_bytes(data, file.name, humanize(file.stem))
+    except UnreadableFile:
+        raise
+    except Exception:  # a parser's own failure on a strange file must not stop the rest of the ingest
+        log.exception("parsing %s failed", file.name)
+        raise UnreadableFile("the file could not be read (damaged, or not what its extension says)") from None
 
 
 class _NotRegular(Exception):
@@ -345,6 +367,7 @@ def _discover(root: Path, report: IngestReport) -> list[_Found]:
     """Walk the tree (links to directories are listed, never entered: os.walk's default), recording
     what is skipped and why."""
     found: list[_Found] = []
+    suffixes = supported_suffixes()
 
     def on_error(exc: OSError) -> None:
         rel = Path(exc.filename).relative_to(root).as_posix() if exc.filename else "?"
@@ -367,8 +390,8 @@ def _discover(root: Path, report: IngestReport) -> list[_Found]:
             rel = path.relative_to(root).as_posix()
             if name.startswith("."):
                 report.skipped.append((rel, HIDDEN))
-            elif path.suffix.lower() not in SUPPORTED_SUFFIXES:
-                report.skipped.append((rel, "not a Markdown or text file"))
+            elif path.suffix.lower() not in suffixes:
+                report.skipped.append((rel, "not a file type ingest reads (Markdown, text, PDF, HTML, Word)"))
             else:
                 try:
                     found.append(_Found.check(root, path))

@@ -4,7 +4,10 @@
 revision, what it holds and how many rows of each table), then one `{"table", "row"}` line per row,
 every column as stored, tables in the order the rows can be loaded (parents before children).
 Chunks and vectors are left out: they are derived, and `import_archive` rebuilds them with the
-target's own settings.
+target's own settings. The original files of versions (`document_originals`: an upload's or an
+ingested PDF's, HTML's or Word file's bytes) travel as base64 in their rows, checked against their
+size and SHA-256 on import; an archive made before originals were kept has no such rows and
+imports as it always did.
 
 `import_archive` reads the archive twice: once to check it whole (JSON, columns, types, the counts
 of its header, every reference inside it) and what the target already holds, then once to load

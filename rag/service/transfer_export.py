@@ -29,6 +29,7 @@ from rag.service.transfer_rows import (
     ExportReport,
     StageProgress,
     _current_revision,
+    batch_of,
     _dump,
     _line,
 )
@@ -78,6 +79,10 @@ class _Selection:
         if table == "document_versions":
             nodes = TABLES["nodes"]
             return stmt.join(nodes, nodes.c.id == t.c.node_id).where(nodes.c.kb_id.in_(self.kb_ids))
+        if table == "document_originals":
+            nodes, versions = TABLES["nodes"], TABLES["document_versions"]
+            return (stmt.join(versions, versions.c.id == t.c.version_id).join(nodes, nodes.c.id == versions.c.node_id)
+                    .where(nodes.c.kb_id.in_(self.kb_ids)))
         if table == "activity":
             return stmt.where(t.c.workspace_id == self.workspace)
         return stmt.where(false())  # identities travel with the whole store only
@@ -96,7 +101,7 @@ class _Selection:
             yield from self._by_ids(table, self._filtered_activity())
         else:
             t = TABLES[table]
-            stmt = self._statement(table).order_by(*t.primary_key.columns).execution_options(yield_per=BATCH)
+            stmt = self._statement(table).order_by(*t.primary_key.columns).execution_options(yield_per=batch_of(table))
             for row in self.session.execute(stmt):
                 yield dict(row._mapping)
 
@@ -181,6 +186,7 @@ def export_archive(
     svc.access.require_local_admin(principal)
     started = time.monotonic()
     kb_names = [kb_names] if isinstance(kb_names, str) else list(kb_names or ())
+    svc.activity.flush()  # the queued rows of searches belong to the moment (rag/service/activity.py)
     with svc.db.session() as session:
         # One snapshot for the counts and every row, though readers may record activity meanwhile.
         if svc.db.dialect == "postgresql":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -41,6 +42,7 @@ from rag.service.transfer_rows import (
     StageProgress,
     _known_revisions,
     _load_row,
+    batch_of,
 )
 
 if TYPE_CHECKING:
@@ -61,6 +63,7 @@ class _Contents:
     nodes: set[str] = field(default_factory=set)
     source_ids: list[str] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
+    version_set: set[int] = field(default_factory=set)
     principals: set[str] = field(default_factory=set)
     memberships: list[tuple[str, str]] = field(default_factory=list)
     tokens: list[str] = field(default_factory=list)
@@ -189,6 +192,16 @@ class _Rows:
     def document_versions(self) -> None:
         self.refer("node_id", self.c.nodes, "node")
         self.c.versions.append(self.row["id"])
+        self.c.version_set.add(self.row["id"])
+
+    def document_originals(self) -> None:
+        """A version's original file: its version is in the archive, and its bytes are the ones
+        its size and SHA-256 describe (a damaged file would otherwise be served as the original)."""
+        self.refer("version_id", self.c.version_set, "document version")
+        data = self.row["data"]
+        if len(data) != self.row["size"] or hashlib.sha256(data).hexdigest() != self.row["sha256"]:
+            raise Damaged(f"{self.where}: the original file of version id {self.row['version_id']} does not match "
+                          "its size and SHA-256: the archive is damaged")
 
     def principals(self) -> None:
         self.c.principals.add(self.unique(self.c.principals, "principal"))
@@ -283,6 +296,7 @@ def import_archive(svc: Transfer, principal: Principal, path: Path,
         raise AlreadyExists("this store already holds " + "; ".join(clashes)
                             + ": nothing was imported (import into an empty store, or export other knowledge bases)")
     report = ImportReport(counts=dict(contents.counts))
+    svc.activity.flush()  # this store's queued rows of searches first: the archive's ids follow them
     published, pending = _load(svc, archive, contents, report, progress)
     _index(svc, published, pending, report, progress)
     report.seconds = time.monotonic() - started
@@ -344,7 +358,7 @@ class _Loading:
                 row["id"] += offset
             if table == "document_versions":
                 self._note_version(row)
-            if table != batch_table or len(batch) >= BATCH:
+            if table != batch_table or len(batch) >= batch_of(table):
                 _insert(session, batch_table, batch)
                 batch, batch_table = [], table
             batch.append(row)

@@ -4,6 +4,8 @@ store's migration revision."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 from dataclasses import dataclass, field
@@ -11,13 +13,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from sqlalchemy import DateTime, Integer, String, Table
+from sqlalchemy import DateTime, Integer, LargeBinary, String, Table
 from sqlalchemy.types import JSON
 
 from rag.errors import InvalidArgument
 from rag.store.models import (
     Activity,
     ApiToken,
+    DocumentOriginal,
     DocumentVersion,
     KnowledgeBase,
     Membership,
@@ -34,9 +37,17 @@ FORMAT_VERSION = 1
 # In load order: every reference points to a row of an earlier table (or an earlier node).
 TABLES: dict[str, Table] = {
     model.__table__.name: model.__table__  # type: ignore[attr-defined]
-    for model in (Workspace, KnowledgeBase, Node, DocumentVersion, PrincipalRecord, Membership, ApiToken, Activity)
+    for model in (Workspace, KnowledgeBase, Node, DocumentVersion, DocumentOriginal, PrincipalRecord, Membership,
+                  ApiToken, Activity)
 }
 BATCH = 500
+# Rows read or inserted at once, where a row can be large: an original file is up to
+# RAG_UPLOAD_MAX_BYTES (an archive made before originals were kept has none, and loads as before).
+TABLE_BATCH = {"document_originals": 4}
+
+
+def batch_of(table: str | None) -> int:
+    return TABLE_BATCH.get(table or "", BATCH)
 
 StageProgress = Callable[[str, int, int], None]  # (stage, done, total), as ingestion reports it
 
@@ -77,11 +88,22 @@ def _utc(moment: datetime) -> datetime:
 
 
 def _dump(value: Any) -> Any:
-    return _utc(value).isoformat() if isinstance(value, datetime) else value
+    if isinstance(value, datetime):
+        return _utc(value).isoformat()
+    if isinstance(value, (bytes, memoryview)):  # an original file: base64 in the JSON line
+        return base64.b64encode(bytes(value)).decode("ascii")
+    return value
 
 
 class Damaged(InvalidArgument):
     """An archive this rag cannot load; the message says where and why."""
+
+
+def _load_bytes(value: Any, what: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except (TypeError, ValueError, binascii.Error):
+        raise Damaged(f"{what} is not base64") from None
 
 
 def _load_value(table: str, column, value: Any, where: str) -> Any:
@@ -98,6 +120,8 @@ def _load_value(table: str, column, value: Any, where: str) -> Any:
             return _utc(datetime.fromisoformat(value))
         except (TypeError, ValueError):
             raise Damaged(f"{what} is not a date and time") from None
+    if isinstance(kind, LargeBinary):
+        return _load_bytes(value, what)
     if isinstance(kind, Integer):
         if not isinstance(value, int) or isinstance(value, bool):
             raise Damaged(f"{what} is not an integer")

@@ -19,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -126,8 +127,26 @@ class DocumentVersion(Base):
     # (the latest wins) and the status a failed publish returns to (draft; archived for a rollback).
     publish_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     publish_from: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # A paged original's (PDF's) pages: [start, end, page] character spans of `body`, pages 1-based
+    # physical indexes; None for every other version. Chunking reads it to give chunks their pages.
+    pages: Mapped[list[list[int]] | None] = mapped_column(JSON, nullable=True)
 
     node: Mapped[Node] = relationship(back_populates="versions")
+
+
+class DocumentOriginal(Base):
+    """The file a document version was made from (an upload, or an ingested PDF, HTML or Word file),
+    byte for byte, with its name and media type: what the version's Markdown body was extracted from."""
+
+    __tablename__ = "document_originals"
+
+    version_id: Mapped[int] = mapped_column(ForeignKey("document_versions.id", ondelete="CASCADE"), primary_key=True)
+    filename: Mapped[str] = mapped_column(String(255))
+    media_type: Mapped[str] = mapped_column(String(100))
+    size: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class Chunk(Base):
@@ -145,6 +164,9 @@ class Chunk(Base):
     heading_path: Mapped[list[str]] = mapped_column(JSON, default=list)
     char_start: Mapped[int] = mapped_column(Integer)
     char_end: Mapped[int] = mapped_column(Integer)
+    # The pages of a paged original the chunk's text lies on (1-based; None when the version has none).
+    page_start: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    page_end: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Activity(Base):

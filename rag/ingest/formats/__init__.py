@@ -50,3 +50,15 @@ def parse_bytes(data: bytes, filename: str, fallback_title: str | None = None) -
     if suffix in TEXT_FORMATS:
         return parse_file_text(decode_text(data), suffix, title)
     raise UnreadableFile(f"an unsupported file type ({suffix or 'no extension'})")
+
+
+def _register() -> None:
+    # Imported here: each format module imports UnreadableFile from this package.
+    from rag.ingest.formats.docx import parse_docx
+    from rag.ingest.formats.html import parse_html
+    from rag.ingest.formats.pdf import parse_pdf
+
+    BINARY_PARSERS.update({".pdf": parse_pdf, ".html": parse_html, ".htm": parse_html, ".docx": parse_docx})
+
+
+_register()
