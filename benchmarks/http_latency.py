@@ -194,9 +194,10 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-    print(f"\nHTTP API on the 18F handbook ({len(queries)} questions; {os.cpu_count()} CPUs; "
+    backend = os.environ.get("RAG_EMBED__BACKEND", "onnx")
+    print(f"\nHTTP API on the 18F handbook ({len(queries)} questions; encoder {backend}; {os.cpu_count()} CPUs; "
           f"load average before {result['load_average']['before']}, after {result['load_average']['after']})\n")
-    print("| endpoint | p50 ms | p95 ms | mean ms | req/s, 8 clients | p50 / p95 ms under load | errors |")
+    print(f"| endpoint | p50 ms | p95 ms | mean ms | req/s, {args.clients} clients | p50 / p95 ms under load | errors |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name in ("search", "ask"):
         r = result[name]

@@ -15,6 +15,7 @@ least 90% of the raw model's texts/s (one call).
     python -m benchmarks.ingest_throughput                      # the 18F handbook directory
     python -m benchmarks.ingest_throughput --no-sentences       # chunks only (also_embed off)
     python -m benchmarks.ingest_throughput --corpus scifact --limit 2000 --json out.json
+    python -m benchmarks.ingest_throughput --bulk-backend onnx  # a publish's batches on ONNX (default: torch)
 """
 
 from __future__ import annotations
@@ -77,18 +78,21 @@ class PublishRecorder:
         return [t for k, texts in self.calls if kind in (None, k) for t in texts]
 
 
-def run(corpus: str, limit: int | None, keep: bool, sentences: bool = True) -> dict[str, Any]:
+def run(corpus: str, limit: int | None, keep: bool, sentences: bool = True, backend: str = "onnx",
+        bulk: str = "torch") -> dict[str, Any]:
     from sqlalchemy import select
 
-    from rag.models.embed import LocalEmbedder
+    from rag.models.embed import LocalEmbedder, bulk_embedding
     from rag.service import KnowledgeService, Principal
     from rag.settings import Settings
     from rag.store.models import Chunk
     from rag.synthesize.extractive import sentence_texts
 
     tmp = Path(tempfile.mkdtemp(prefix="rag-ingest-bench-"))
-    settings = Settings(home=tmp / "home", embed_cache=tmp / "embeddings.sqlite")  # fresh and empty
-    result: dict[str, Any] = {"corpus": corpus, "home": str(tmp), "loadavg_1m_before": round(os.getloadavg()[0], 2)}
+    settings = Settings(home=tmp / "home", embed_cache=tmp / "embeddings.sqlite",  # fresh and empty
+                        embed={"backend": backend, "bulk_backend": bulk})
+    result: dict[str, Any] = {"corpus": corpus, "home": str(tmp), "backend": f"{backend}, bulk {bulk}",
+                              "loadavg_1m_before": round(os.getloadavg()[0], 2)}
     try:
         with KnowledgeService(settings) as svc:
             p = Principal.local_admin("default")
@@ -96,7 +100,8 @@ def run(corpus: str, limit: int | None, keep: bool, sentences: bool = True) -> d
             cached = svc.embedder  # the CachedEmbedder the publisher uses
             inner = cached.inner  # the LocalEmbedder behind the cache
             svc.index.open()  # Chroma, before the clock starts
-            inner.embed([WARMUP_TEXT] * inner.batch_size)  # straight to the model: the cache stays empty
+            with bulk_embedding():  # the runtime a publish embeds on, loaded now
+                inner.embed([WARMUP_TEXT] * inner.batch_size)  # straight to the model: the cache stays empty
             result["model_load_seconds"] = round(time.perf_counter() - started, 2)
             if not sentences:
                 svc.publisher.also_embed = None
@@ -129,7 +134,7 @@ def run(corpus: str, limit: int | None, keep: bool, sentences: bool = True) -> d
             # The same texts rebuilt from the store: the lanes' indexed texts, and each chunk's
             # sentence texts as the publisher asks for them, in chunk order.
             with svc.db.session() as session:
-                chunk_texts = [text for _, text, _, _ in svc.publisher.indexed_rows(session)]
+                chunk_texts = [row.text for row in svc.publisher.indexed_rows(session)]
                 stored = session.execute(select(Chunk.text, Chunk.heading_path).order_by(Chunk.id)).all()
             sentence_list = (
                 [t for text, path in stored for t in sentence_texts(text, tuple(path or ()))]
@@ -145,16 +150,17 @@ def run(corpus: str, limit: int | None, keep: bool, sentences: bool = True) -> d
             "sentences": recorder.texts("sentences") == sentence_list,
         }
 
-        raw = LocalEmbedder(batch_size=settings.index.embed_batch_size)
-        raw.embed([WARMUP_TEXT] * raw.batch_size)
-        started = time.perf_counter()
-        raw.embed(texts)
-        raw_s = time.perf_counter() - started
-        as_calls_s = {"chunks": 0.0, "sentences": 0.0}
-        for kind, part in calls:  # the publisher's very calls, in its order
-            began = time.perf_counter()
-            raw.embed(part)
-            as_calls_s[kind] += time.perf_counter() - began
+        raw = LocalEmbedder(batch_size=settings.index.embed_batch_size, settings=settings.embed)
+        with bulk_embedding():  # the runtime a publish embeds on (RAG_EMBED__BULK_BACKEND)
+            raw.embed([WARMUP_TEXT] * raw.batch_size)
+            started = time.perf_counter()
+            raw.embed(texts)
+            raw_s = time.perf_counter() - started
+            as_calls_s = {"chunks": 0.0, "sentences": 0.0}
+            for kind, part in calls:  # the publisher's very calls, in its order
+                began = time.perf_counter()
+                raw.embed(part)
+                as_calls_s[kind] += time.perf_counter() - began
         grouped_s = sum(as_calls_s.values())
     finally:
         if not keep:
@@ -184,7 +190,7 @@ def run(corpus: str, limit: int | None, keep: bool, sentences: bool = True) -> d
 
 def print_table(r: dict[str, Any]) -> None:
     t = r["texts"]
-    print(f"\n## ingest throughput: {r['corpus']} ({r['documents']} documents, {r['chunks']} chunks; "
+    print(f"\n## ingest throughput: {r['corpus']}, {r.get('backend', 'torch')} ({r['documents']} documents, {r['chunks']} chunks; "
           f"sentences {'embedded' if r['sentences_embedded'] else 'NOT embedded'}; model ran on {r['model_runs_on']} "
           f"of {t['total']} texts ({t['distinct']} distinct, {r['cache_hits']} cache hits); batch {r['batch_size']}; "
           f"model load {r['model_load_seconds']} s, untimed; load {r['loadavg_1m_before']} -> {r['loadavg_1m_after']})")
@@ -221,9 +227,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary home")
     parser.add_argument("--no-sentences", action="store_true",
                         help="publish without embedding the sentence texts (also_embed off): chunks only")
+    parser.add_argument("--backend", choices=["onnx", "torch"], default="onnx", help="the local model's runtime")
+    parser.add_argument("--bulk-backend", choices=["onnx", "torch"], default="torch",
+                        help="with --backend onnx: the runtime of a publish's document batches")
     parser.add_argument("--json", metavar="PATH", help="also write the result as JSON ('-' for stdout)")
     args = parser.parse_args(argv)
-    result = run(args.corpus, args.limit, args.keep, sentences=not args.no_sentences)
+    result = run(args.corpus, args.limit, args.keep, sentences=not args.no_sentences, backend=args.backend,
+                 bulk=args.bulk_backend)
     print_table(result)
     write_json(result, args.json)
     return 0

@@ -6,10 +6,12 @@ each variant timed over the whole query list in turn:
 
 - ours: ``svc.search`` (scope, query embedding, both lanes, fusion, hydration, activity record)
 - vector lane / keyword lane: ``svc.retriever.retrieve(q, scope, 10, lanes=(...))``
-- query embedding: ``embedder.embed_query`` alone
+- query embedding: ``embedder.embed_query`` alone (the configured backend, ONNX int8 by default),
+  and the torch model's beside it
 - llamaindex: ``VectorStoreIndex`` over ``ChromaVectorStore``, ``as_retriever(similarity_top_k=10)``,
   fed the same chunk texts (the lanes' indexed text) and the same cached vectors, so nothing is
-  re-embedded; the query goes through our model wrapped as a llama-index ``BaseEmbedding``.
+  re-embedded; the query goes through the torch model (sentence-transformers, as LlamaIndex's
+  HuggingFace embedding would run it) wrapped as a llama-index ``BaseEmbedding``.
 
     python -m benchmarks.search_latency --scale both [--json out.json] [--profile]
 """
@@ -32,6 +34,8 @@ import numpy as np
 from benchmarks import write_json
 from rag.retrieve.published import published_ids
 from benchmarks.fixture100k import DATASETS, build_100k, build_scifact, chunk_count, open_service, read_jsonl
+from rag.models.embed import local_embedder
+from rag.settings import EmbedSettings
 
 TARGET_P50_MS = 50.0
 GOAL_P50_MS = 20.0
@@ -82,8 +86,9 @@ def llama_embedding(embedder: Any):
     return RagEmbedding(embedder)
 
 
-def llama_retriever(home: Path, svc: Any, rebuild: bool = False):
-    """A VectorStoreIndex over its own Chroma collection in ``home/llama_chroma``, built once and cached."""
+def llama_retriever(home: Path, svc: Any, rebuild: bool = False, query_embedder: Any = None):
+    """A VectorStoreIndex over its own Chroma collection in ``home/llama_chroma``, built once and cached
+    (from our cached vectors); queries are embedded by `query_embedder` (default: ours)."""
     import chromadb
     from chromadb.config import Settings as ChromaSettings
     from llama_index.core import StorageContext, VectorStoreIndex
@@ -102,11 +107,11 @@ def llama_retriever(home: Path, svc: Any, rebuild: bool = False):
     )
     store = ChromaVectorStore(chroma_collection=collection)
     embedder = svc.embedder
-    embed_model = llama_embedding(embedder)
+    embed_model = llama_embedding(query_embedder or embedder)
     if rebuild or not marker.exists():
         started = time.perf_counter()
         with svc.db.session() as session:  # the texts our lanes indexed, heading path included
-            rows = [(chunk_id, text) for chunk_id, text, _, _ in svc.publisher.indexed_rows(session)]
+            rows = [(row.chunk_id, row.text) for row in svc.publisher.indexed_rows(session)]
         index = VectorStoreIndex(nodes=[], storage_context=StorageContext.from_defaults(vector_store=store),
                                  embed_model=embed_model)
         for i in range(0, len(rows), 5000):
@@ -117,6 +122,12 @@ def llama_retriever(home: Path, svc: Any, rebuild: bool = False):
     else:
         index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
     return index.as_retriever(similarity_top_k=10)
+
+
+def backend_label(embed: EmbedSettings) -> str:
+    if embed.backend == "torch":
+        return "torch fp32"
+    return "onnx, int8 queries" if embed.int8_queries else "onnx fp32"
 
 
 # ----- timing -----
@@ -158,13 +169,16 @@ def measure(scale: str, n: int, warmup_n: int, rebuild: bool, profile: bool, eng
         p = Principal.local_admin("default")
         scope = svc.scope(p)
         retriever = svc.retriever  # the model loads on the first warm-up query
-        llama = llama_retriever(home, svc, rebuild)
+        torch_model = local_embedder(svc.settings.index.embed_batch_size, EmbedSettings(backend="torch"))
+        llama = llama_retriever(home, svc, rebuild, query_embedder=torch_model)
+        result["backend"] = backend_label(svc.settings.embed)
         result["load_before"] = load_snapshot()
         variants: dict[str, Callable[[str], object]] = {
             "ours (svc.search)": lambda q: svc.search(p, q, limit=10),
             "vector lane": lambda q: retriever.retrieve(q, scope, 10, lanes=("vector",)),
             "keyword lane": lambda q: retriever.retrieve(q, scope, 10, lanes=("text",)),
             "query embedding": lambda q: svc.embedder.embed_query(q),
+            "query embedding, torch (LlamaIndex's)": lambda q: torch_model.embed_query(q),
             "llamaindex retriever": lambda q: llama.retrieve(q),
         }
         result["latency"] = {name: summary(time_calls(fn, warmup, queries)) for name, fn in variants.items()}
@@ -258,7 +272,7 @@ def profile_stages(svc: Any, principal: Any, warmup: Sequence[str], queries: Seq
 
 def print_table(result: dict[str, Any]) -> None:
     print(f"\n## {result['scale']}: {result['chunks']:,} chunks, {result['queries']} queries, "
-          f"keyword engine {result['keyword_engine']} "
+          f"keyword engine {result['keyword_engine']}, encoder {result.get('backend', '?')} "
           f"(load before {result['load_before']['loadavg_1m']}, after {result['load_after']['loadavg_1m']})")
     print(f"{'variant':<46} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8}")
     for name, s in result["latency"].items():

@@ -24,7 +24,7 @@ import numpy as np
 
 METRICS = (
     "questions", "answer_contains", "answer_f1", "citation_precision", "citation_recall", "citation_valid",
-    "abstention_accuracy", "retrieval_recall@10", "latency_p50_ms", "latency_p95_ms",
+    "abstention_accuracy", "retrieval_recall@10", "retrieval_all@10", "latency_p50_ms", "latency_p95_ms",
 )
 _MARKER = re.compile(r"\[(\d+)\]")
 _CLUSTER = re.compile(r"\s*(?:\[\d+\])+")
@@ -118,6 +118,8 @@ def aggregate(
     result["citation_valid"] = round(valid / citations, 4) if citations else None
     result["abstention_accuracy"] = _mean(s["abstention_correct"] for s in scores)
     result["retrieval_recall@10"] = _mean(recalls)
+    # The share of questions with all their gold passages in the top 10 (a multi-hop question needs both).
+    result["retrieval_all@10"] = _mean(None if r is None else float(r >= 1.0 - 1e-9) for r in recalls)
     result["latency_p50_ms"] = _percentile(latencies_ms, 50)
     result["latency_p95_ms"] = _percentile(latencies_ms, 95)
     return result

@@ -18,7 +18,7 @@ from evals.answer_metrics import METRICS
 LABELS = {"rag": "rag (ours)", "top1_copy": "top-1 copy", "always_abstain": "always abstain"}
 GROUP_TITLES = {"all": "All questions", "yes_no": "Yes/no questions", "other": "Other questions"}
 PLOTTED = ("answer_contains", "answer_f1", "citation_precision", "citation_recall", "citation_valid",
-           "abstention_accuracy", "retrieval_recall@10")
+           "abstention_accuracy", "retrieval_recall@10", "retrieval_all@10")
 
 
 def fmt(value: Any) -> str:
@@ -157,7 +157,8 @@ def write_run(out: Path, summary: dict[str, Any], rows: Sequence[dict[str, Any]]
 
 PAGE_LABELS = {
     "questions": "questions", "answerable": "answerable", "retrieval@5": "retrieval@5",
-    "gold_found@5": "gold found@5 (multi)", "gold_cited": "gold cited", "key_hit": "key hit",
+    "gold_found@5": "gold found@5 (multi)", "gold_cited": "gold cited",
+    "text_found": "support in stored text", "page_cited": "PDF page cited", "key_hit": "key hit",
     "wrongly_declined": "wrongly declined", "declined": "declined (no answer)",
     "latency_p50_ms": "latency p50 ms", "latency_p95_ms": "latency p95 ms",
 }

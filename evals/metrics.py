@@ -1,4 +1,5 @@
-"""nDCG@k and Recall@k for ranked runs against graded qrels, as BEIR (pytrec_eval) computes them.
+"""nDCG@k and Recall@k for ranked runs against graded qrels, as BEIR (pytrec_eval) computes them,
+and the share of queries with all their relevant documents in the top k (multi-passage questions).
 
 A run is `{query id: [doc ids, best first]}`, qrels are `{query id: {doc id: grade}}`. Gains are
 linear in the grade with a log2(rank + 1) discount; the ideal ranking comes from the qrels. Means
@@ -51,6 +52,21 @@ def mean_recall(run: Run, qrels: Qrels, k: int = 100) -> float:
     return sum(recall(run.get(q, ()), qrels[q], k) for q in qids) / len(qids) if qids else 0.0
 
 
+def all_found(ranking: Sequence[str], relevant: Mapping[str, int], k: int) -> bool:
+    """Every relevant document is in the top k (a multi-hop question needs all of its passages)."""
+    wanted = {doc for doc, g in relevant.items() if g > 0}
+    return bool(wanted) and wanted.issubset(_dedup(ranking)[:k])
+
+
+def share_all_found(run: Run, qrels: Qrels, k: int = 10) -> float:
+    """The share of judged queries with all their relevant documents in the top k: the figure that
+    mean recall@k hides (two questions with one of two passages each read as one with both)."""
+    qids = judged(qrels)
+    return sum(all_found(run.get(q, ()), qrels[q], k) for q in qids) / len(qids) if qids else 0.0
+
+
 def evaluate(run: Run, qrels: Qrels) -> dict[str, float]:
-    """The two figures every report shows: nDCG@10 and Recall@100."""
-    return {"ndcg@10": mean_ndcg(run, qrels, 10), "recall@100": mean_recall(run, qrels, 100)}
+    """The figures every report shows: nDCG@10 and Recall@100, then recall@10 and the share of
+    queries with all relevant documents in the top 10 (`all@10`)."""
+    return {"ndcg@10": mean_ndcg(run, qrels, 10), "recall@100": mean_recall(run, qrels, 100),
+            "recall@10": mean_recall(run, qrels, 10), "all@10": share_all_found(run, qrels, 10)}

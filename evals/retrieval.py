@@ -20,6 +20,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import platformdirs
+from sqlalchemy import select
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -39,6 +40,7 @@ from rag.retrieve.types import Hit, LaneHit, Scope
 from rag.service import KnowledgeService, Principal
 from rag.service.ingest import IngestProgress, IngestReport
 from rag.settings import Settings
+from rag.store.models import Chunk, Node
 
 HYBRID = "hybrid"  # every lane of the search index, as a search uses them
 DEPTH = 300  # chunks asked of each lane and kept after fusion: enough for 100 distinct documents
@@ -118,13 +120,15 @@ class Bench:
 
     def lane_rankings(self, query: str, depth: int = DEPTH) -> tuple[dict[str, list[LaneHit]], dict[int, str]]:
         """Each lane's own chunk ranking (for re-fusion), and the corpus id of every chunk in them."""
-        lanes: dict[str, list[LaneHit]] = {}
-        chunk_doc: dict[int, str] = {}
-        for lane in self.lanes:
-            hits = self.retrieve(query, (lane,), depth)
-            lanes[lane] = [LaneHit(h.chunk_id, float(h.lane_scores.get(lane, 0.0))) for h in hits]
-            chunk_doc.update((h.chunk_id, corpus_id(h.source_id)) for h in hits)
-        return lanes, chunk_doc
+        retriever = self.service.retriever
+        with retriever.db.session() as session:
+            lanes = retriever.lane_hits(session, query, self.scope, depth)
+            ids = sorted({h.chunk_id for hits in lanes.values() for h in hits})
+            rows = session.execute(
+                select(Chunk.id, Node.source_id, Node.id).join(Node, Node.id == Chunk.node_id).where(Chunk.id.in_(ids))
+            ).all() if ids else []
+        chunk_doc = {int(chunk): corpus_id(source) if source else node for chunk, source, node in rows}
+        return {lane: [h for h in hits if h.chunk_id in chunk_doc] for lane, hits in lanes.items()}, chunk_doc
 
 
 def eval_settings(home: Path, embed_cache: Path | None = None, database_url: str | None = None) -> Settings:
@@ -230,6 +234,7 @@ def run_retrieval_eval(options: EvalOptions, console: Console | None = None) -> 
         "weights": {name: settings.retrieve.weights.get(name, 1.0) for name in scored[HYBRID]},
         "rrf_k": settings.retrieve.rrf_k,
         "rerank": settings.retrieve.rerank,
+        "score_norm": settings.retrieve.score_norm,
         "chunk_size": settings.index.chunk_size,
     }
     short = {name: sum(len(r) < TOP for r in run.values()) for name, run in runs.items()}

@@ -1,11 +1,17 @@
-"""Tune one lane's fusion weight: `python -m evals.tune_fusion --dataset DIR [--split train] [--lane vector]`.
+"""Tune fusion: `python -m evals.tune_fusion --dataset DIR [--split train] [--questions odd] [--methods ...]`.
 
-Each lane's chunk ranking is computed once per query; the hybrid is then re-fused for every
-weight of the swept lane in 0.0..2.0 with the search index's own fusion, so the sweep costs no
-further queries. With two lanes the other one gets 2 - the weight (the weights keep summing to
-2, as the defaults do); with more, the others keep their configured weights. Pick the weight on
-train queries. The configured step after fusion runs too, built with each swept weight (score
-fusion weighs the lanes' z-scores with them), so the sweep reproduces the retriever's hybrid.
+Each lane's chunk ranking is computed once per query (or read back with `--load`, written with
+`--save`); the hybrid is then re-fused for every fusion method (`rrf`, or score fusion with one of
+the normalisations of rag/retrieve/fusion.py) and every weight of the swept lane in 0.0..2.0, so
+the sweep costs no further queries. With two lanes the other one gets 2 - the weight (the weights
+keep summing to 2, as the defaults do); with more, the others keep their configured weights.
+
+Tune on the development queries only: SciFact's train split (`--split train`), the odd-numbered
+questions of a question-answering dataset (`--questions odd`: the 1st, 3rd, … of questions.jsonl;
+HotpotQA's ids are hashes); then read the held-out ones once (`--split test`, `--questions even`).
+Every figure is given at the eval's lane depth (300) and at the product's (`retrieve.candidates`,
+what a search for 10 results fuses), where `all@10` is the share of queries with every relevant
+document among the first ten: for HotpotQA, both gold passages in the top 10 of `/v1/search`.
 """
 
 from __future__ import annotations
@@ -22,44 +28,53 @@ from rich.console import Console
 from rich.table import Table
 
 from evals.beir import BeirDataset
-from evals.metrics import evaluate, mean_ndcg
+from evals.metrics import evaluate, mean_ndcg, share_all_found
 from evals.retrieval import DEPTH, TOP, documents, eval_home, load_dataset, open_bench, progress_bar
-from rag.retrieve.fusion import reciprocal_rank_fusion
-from rag.retrieve.index import build_reranker
-from rag.retrieve.lanes import Reranker
-from rag.retrieve.types import LaneHit, Query
+from rag.retrieve.fusion import NORMALISERS, Fused, diversify, reciprocal_rank_fusion, score_fusion
+from rag.retrieve.types import LaneHit
 from rag.settings import Settings
 
 Rankings = tuple[dict[str, list[LaneHit]], dict[int, str]]  # lane -> chunk ranking; chunk -> corpus id
+METHODS = ("rrf", *NORMALISERS)
 
 
 def lane_weights(current: Mapping[str, float], lane: str, weight: float) -> dict[str, float]:
-    """The weights with `lane` at `weight`: with one other lane, that one gets 2 - weight; with
-    more, the others keep theirs."""
-    others = [name for name in current if name != lane]
+    """The weights with `lane` at `weight`: with one other lane counting (weight above 0), that one
+    gets 2 - weight; with more, the others keep theirs."""
+    others = [name for name in current if name != lane and current[name] > 0]
     if len(others) == 1:
-        return {lane: weight, others[0]: 2.0 - weight}
+        return {**current, lane: weight, others[0]: 2.0 - weight}
     return {**current, lane: weight}
 
 
-def reranker_for(settings: Settings, weights: Mapping[str, float]) -> Reranker:
-    """The configured step after fusion, as it would be built with these weights. It is given no
-    session and an empty query: a reranker that reads the store or the question cannot be swept
-    from cached rankings."""
-    retrieve = settings.retrieve.model_copy(update={"weights": dict(weights)})
-    return build_reranker(settings.model_copy(update={"retrieve": retrieve}), lambda: None)  # type: ignore[arg-type, return-value]
+def configured_method(settings: Settings) -> str:
+    """What the retriever runs: RRF alone, or score fusion with its normalisation."""
+    return "rrf" if settings.retrieve.rerank == "none" else settings.retrieve.score_norm
+
+
+def _fused(rankings: Rankings, weights: Mapping[str, float], rrf_k: int, depth: int, method: str) -> list[Fused]:
+    lanes = {lane: hits[:depth] for lane, hits in rankings[0].items() if weights.get(lane, 1.0) > 0}  # 0: left out
+    fused = reciprocal_rank_fusion(lanes, weights, rrf_k)
+    return fused if method == "rrf" else score_fusion(fused, weights, method)
 
 
 def fuse(rankings: Rankings, weights: Mapping[str, float], rrf_k: int = 60, depth: int = DEPTH,
-         reranker: Reranker | None = None) -> list[str]:
-    """The hybrid's documents as the search index ranks them (SearchIndex.rank) with these weights
-    and lane depth."""
-    lanes, chunk_doc = rankings
-    lanes = {lane: hits[:depth] for lane, hits in lanes.items()}
-    fused = reciprocal_rank_fusion(lanes, weights, rrf_k)
-    if reranker is not None:
-        fused = reranker.rerank(None, Query(""), fused, depth)  # type: ignore[arg-type]
-    return list(dict.fromkeys(chunk_doc[f.chunk_id] for f in fused[:depth]))[:TOP]
+         method: str = "rrf") -> list[str]:
+    """The hybrid's documents as the search index ranks them (SearchIndex.rank) with these weights,
+    lane depth and fusion method."""
+    chunk_doc = rankings[1]
+    return list(dict.fromkeys(chunk_doc[f.chunk_id] for f in _fused(rankings, weights, rrf_k, depth, method)))[:TOP]
+
+
+def search_documents(rankings: Rankings, weights: Mapping[str, float], settings: Settings, method: str,
+                     per_document: int, limit: int = 10) -> list[str]:
+    """The documents of a search's first `limit` results (chunks, at the product's lane depth), with
+    at most `per_document` excerpts of one document among the first `diversity_window` (0: no cap)."""
+    chunk_doc = rankings[1]
+    fused = _fused(rankings, weights, settings.retrieve.rrf_k, settings.retrieve.candidates, method)
+    order, _ = diversify([chunk_doc[f.chunk_id] for f in fused], per_document,
+                         min(settings.retrieve.diversity_window, limit))
+    return list(dict.fromkeys(chunk_doc[fused[i].chunk_id] for i in order[:limit]))
 
 
 def sweep(
@@ -69,24 +84,35 @@ def sweep(
     current: Mapping[str, float],
     lane: str,
     values: Sequence[float],
+    methods: Sequence[str] = ("rrf",),
 ) -> list[dict]:
-    """Per weight of `lane`: nDCG@10 and Recall@100 at the eval's lane depth, and nDCG@10 at the
-    product's own lane depth (`retrieve.candidates`, what a search for 10 hits fuses)."""
+    """Per method and weight of `lane`: the metrics at the eval's lane depth, and at the product's
+    own lane depth (`retrieve.candidates`), suffixed `_candidates`."""
     rrf_k, candidates = settings.retrieve.rrf_k, settings.retrieve.candidates
     rows = []
-    for w in values:
-        weights = lane_weights(current, lane, w)
-        reranker = reranker_for(settings, weights)
-        run = {qid: fuse(r, weights, rrf_k, reranker=reranker) for qid, r in cached.items()}
-        product = {qid: fuse(r, weights, rrf_k, candidates, reranker) for qid, r in cached.items()}
-        rows.append({"weight": w, "weights": weights, **evaluate(run, qrels),
-                     "ndcg@10_candidates": mean_ndcg(product, qrels, 10)})
+    for method in methods:
+        for w in values:
+            weights = lane_weights(current, lane, w)
+            run = {qid: fuse(r, weights, rrf_k, method=method) for qid, r in cached.items()}
+            product = {qid: fuse(r, weights, rrf_k, candidates, method) for qid, r in cached.items()}
+            at_depth = evaluate(product, qrels)
+            rows.append({"method": method, "weight": w, "weights": weights, **evaluate(run, qrels),
+                         **{f"{key}_candidates": value for key, value in at_depth.items()}})
     return rows
 
 
 def best(rows: Sequence[dict], metric: str = "ndcg@10") -> dict:
     # The highest metric; among equals (to 4 places) the higher recall, then the weight nearest 1.
     return max(rows, key=lambda r: (round(r[metric], 4), round(r["recall@100"], 4), -abs(r["weight"] - 1)))
+
+
+def pick_questions(dataset: BeirDataset, which: str) -> BeirDataset:
+    """The odd-numbered (1st, 3rd, …), even-numbered or all queries, by their place in the file."""
+    if which == "all":
+        return dataset
+    keep = [qid for i, qid in enumerate(dataset.queries, start=1) if (i % 2 == 1) == (which == "odd")]
+    return BeirDataset(dataset.path, f"{dataset.split}:{which}", dataset.corpus,
+                       {qid: dataset.queries[qid] for qid in keep}, {qid: dataset.qrels[qid] for qid in keep})
 
 
 def collect(
@@ -99,7 +125,6 @@ def collect(
         stack.callback(bench.service.close)
         settings = bench.service.settings
         weights = dict(bench.service.index.weights)
-        reranker = reranker_for(settings, weights)
         items = list(dataset.queries.items())
         task = progress.add_task("lane rankings", total=len(items))
         cached: dict[str, Rankings] = {}
@@ -107,11 +132,29 @@ def collect(
             cached[qid] = bench.lane_rankings(query)
             progress.advance(task)
         # The re-fusion must be the retriever's own fusion: compare on a few queries.
+        method = configured_method(settings)
         same = all(
-            fuse(cached[qid], weights, settings.retrieve.rrf_k, reranker=reranker) == documents(bench.retrieve(q, None))
+            fuse(cached[qid], weights, settings.retrieve.rrf_k, method=method) == documents(bench.retrieve(q, None))
             for qid, q in items[:25]
         )
     return cached, settings, weights, same
+
+
+def save_rankings(path: Path, cached: Mapping[str, Rankings], weights: Mapping[str, float], same: bool) -> None:
+    payload = {"weights": dict(weights), "refusion_matches_retriever": same, "queries": {
+        qid: {"lanes": {lane: [[h.chunk_id, h.score] for h in hits] for lane, hits in lanes.items()},
+              "docs": {str(chunk): doc for chunk, doc in chunk_doc.items()}}
+        for qid, (lanes, chunk_doc) in cached.items()}}
+    path.write_text(json.dumps(payload), encoding="utf-8")
+
+
+def load_rankings(path: Path) -> tuple[dict[str, Rankings], dict[str, float], bool]:
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    cached = {
+        qid: ({lane: [LaneHit(int(c), float(s)) for c, s in hits] for lane, hits in q["lanes"].items()},
+              {int(chunk): doc for chunk, doc in q["docs"].items()})
+        for qid, q in payload["queries"].items()}
+    return cached, payload["weights"], payload["refusion_matches_retriever"]
 
 
 def render(result: dict, candidates: int) -> None:
@@ -119,59 +162,98 @@ def render(result: dict, candidates: int) -> None:
     lane = result["lane"]
     names = list(result["current_weights"])
     table = Table(title=f"hybrid on {result['dataset']} {result['split']} ({result['queries']} queries), "
-                        f"rrf_k {result['rrf_k']}, rerank {result['rerank']}, sweeping the {lane} lane")
-    for column in (*(f"{name} weight" for name in names), "nDCG@10", "Recall@100", f"nDCG@10 (depth {candidates})"):
+                        f"rrf_k {result['rrf_k']}, sweeping the {lane} lane")
+    columns = ("method", *(f"{name} weight" for name in names), "nDCG@10", "Recall@100",
+               f"nDCG@10 (depth {candidates})", f"all@10 (depth {candidates})")
+    for column in columns:
         table.add_column(column, justify="right")
     top = result["best"]
     for row in result["sweep"]:
-        current = row["weights"] == result["current_weights"]
-        style = "bold green" if row is top else ("bold" if current else None)
-        table.add_row(*(f"{row['weights'][name]:.1f}" for name in names), f"{row['ndcg@10']:.4f}",
-                      f"{row['recall@100']:.4f}", f"{row['ndcg@10_candidates']:.4f}", style=style)
+        style = "bold green" if row is top else None
+        table.add_row(row["method"], *(f"{row['weights'][name]:.1f}" for name in names), f"{row['ndcg@10']:.4f}",
+                      f"{row['recall@100']:.4f}", f"{row['ndcg@10_candidates']:.4f}",
+                      f"{row['all@10_candidates']:.4f}", style=style)
     out.print(table)
     for name, scores in result["lanes"].items():
-        out.print(f"{name} lane alone: nDCG@10 {scores['ndcg@10']:.4f}, Recall@100 {scores['recall@100']:.4f}")
-    alt = result["best_at_candidates"]
-    out.print(f"the sweep fuses {DEPTH} chunks per lane; at the product's depth ({candidates}) the best {lane} weight "
-              f"is {alt['weight']:.1f} (nDCG@10 {alt['ndcg@10_candidates']:.4f})")
+        out.print(f"{name} lane alone: nDCG@10 {scores['ndcg@10']:.4f}, Recall@100 {scores['recall@100']:.4f}, "
+                  f"all@10 {scores['all@10']:.4f}")
+    for method, row in result["best_by_method"].items():
+        out.print(f"best {method}: {lane} weight {row['weight']:.1f}, nDCG@10 {row['ndcg@10']:.4f} "
+                  f"(depth {candidates}: {row['ndcg@10_candidates']:.4f}, all@10 {row['all@10_candidates']:.4f})")
+    for method, figures in result["search_top10"].items():
+        out.print(f"{method}, a search's first 10 results: " + "; ".join(
+            f"{cap}: nDCG@10 {v['ndcg@10']:.4f}, all@10 {v['all@10']:.4f}" for cap, v in figures.items()))
     out.print(f"re-fusion reproduces the retriever's hybrid: {'yes' if result['refusion_matches_retriever'] else 'NO'}")
-    out.print(f"best {lane} weight: {top['weight']:.1f} (nDCG@10 {top['ndcg@10']:.4f}, "
-              f"Recall@100 {top['recall@100']:.4f}); current weights {result['current_weights']}; "
-              f"{result['seconds']:.0f} s")
+    out.print(f"best: {top['method']}, {lane} weight {top['weight']:.1f} (nDCG@10 {top['ndcg@10']:.4f}); "
+              f"current weights {result['current_weights']}; {result['seconds']:.0f} s")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m evals.tune_fusion", description=__doc__.split("\n")[0])
-    parser.add_argument("--dataset", type=Path, required=True, help="a BEIR-layout directory")
+    parser.add_argument("--dataset", type=Path, required=True, help="a BEIR-layout or question-answering directory")
     parser.add_argument("--split", default="train", help="qrels/<split>.tsv to tune on (default: train)")
+    parser.add_argument("--questions", choices=("odd", "even", "all"), default="all",
+                        help="the odd-numbered (tuning), even-numbered (held out) or all queries, by place in the file")
     parser.add_argument("--lane", default="vector", help="the lane whose weight is swept (default: vector)")
+    parser.add_argument("--methods", default=None,
+                        help=f"fusion methods to compare, comma-separated, of {', '.join(METHODS)} (default: the "
+                             "configured one)")
+    parser.add_argument("--weights", default=None, help="only these weights of the swept lane, comma-separated")
+    parser.add_argument("--set", default=None, help="start from these lane weights, e.g. title=0,text=1.2 "
+                                                    "(0 leaves a lane out)")
     parser.add_argument("--home", type=Path, help="keep the ingested store here (default: a temp dir)")
+    parser.add_argument("--save", type=Path, help="write every query's lane rankings here (JSON)")
+    parser.add_argument("--load", type=Path, help="read the lane rankings from a --save file instead of searching")
     parser.add_argument("--limit", type=int, help="only the first N queries")
     parser.add_argument("--step", type=float, default=0.1)
     parser.add_argument("--json", action="store_true", help="print the sweep as JSON")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
-        dataset = load_dataset(args.dataset, args.split, args.limit)
+        dataset = pick_questions(load_dataset(args.dataset, args.split, args.limit), args.questions)
     except FileNotFoundError as exc:
         parser.error(str(exc))
-    cached, settings, current, same = collect(dataset, args.home, Console(stderr=True))
-    if args.lane not in current:
-        parser.error(f"no lane named {args.lane!r} (the lanes: {', '.join(current)})")
-    values = [round(i * args.step, 4) for i in range(int(round(2.0 / args.step)) + 1)]
-    rows = sweep(cached, dataset.qrels, settings, current, args.lane, values)
+    settings = Settings()
+    if args.load:
+        cached, current, same = load_rankings(args.load)
+        missing = [qid for qid in dataset.queries if qid not in cached]
+        if missing:
+            parser.error(f"{args.load} has no rankings for {len(missing)} of these queries (e.g. {missing[0]})")
+        cached = {qid: cached[qid] for qid in dataset.queries}
+    else:
+        cached, settings, current, same = collect(dataset, args.home, Console(stderr=True))
+    if args.save:
+        save_rankings(args.save, cached, current, same)
+    for item in (args.set.split(",") if args.set else []):
+        name, _, value = item.partition("=")
+        current[name.strip()] = float(value)
+    methods = args.methods.split(",") if args.methods else [configured_method(settings)]
+    if args.lane not in current or any(m not in METHODS for m in methods):
+        parser.error(f"lanes: {', '.join(current)}; methods: {', '.join(METHODS)}")
+    values = ([float(w) for w in args.weights.split(",")] if args.weights
+              else [round(i * args.step, 4) for i in range(int(round(2.0 / args.step)) + 1)])
+    rows = sweep(cached, dataset.qrels, settings, current, args.lane, values, methods)
     result = {
         "dataset": dataset.name, "split": dataset.split, "queries": len(dataset.queries),
-        "rrf_k": settings.retrieve.rrf_k, "rerank": settings.retrieve.rerank,
+        "rrf_k": settings.retrieve.rrf_k, "methods": methods,
         "lane": args.lane, "current_weights": current, "refusion_matches_retriever": same,
         "lanes": {
             name: evaluate({qid: _lane_docs(r, name) for qid, r in cached.items()}, dataset.qrels)
-            for name in current
+            for name in current if all(name in lanes for lanes, _ in cached.values())
         },
         "sweep": rows,
         "best": best(rows),
-        "best_at_candidates": best(rows, "ndcg@10_candidates"),
+        "best_by_method": {m: best([r for r in rows if r["method"] == m]) for m in methods},
+        # What /v1/search with limit 10 returns (the documents of its ten results), for the current
+        # weights and each method, uncapped and with the per-document cap as configured.
+        "search_top10": {m: {f"per_document {cap}": _top10(
+            {qid: search_documents(r, current, settings, m, cap) for qid, r in cached.items()}, dataset.qrels)
+            for cap in (0, settings.retrieve.per_document)} for m in methods},
         "seconds": round(time.perf_counter() - started, 1),
     }
     if args.json:
@@ -179,6 +261,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         render(result, settings.retrieve.candidates)
     return 0
+
+
+def _top10(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
+    return {"ndcg@10": mean_ndcg(run, qrels, 10), "all@10": share_all_found(run, qrels, 10)}
 
 
 def _lane_docs(rankings: Rankings, lane: str) -> list[str]:

@@ -38,11 +38,14 @@ def _table(result: dict) -> Table:
     table.add_column("system")
     table.add_column("nDCG@10", justify="right")
     table.add_column("Recall@100", justify="right")
+    table.add_column("Recall@10", justify="right")
+    table.add_column("all relevant in top 10", justify="right")
     rows = [(f"rag {name}", result[name]) for name in (*result["lanes"], "hybrid")]
     rows += [(f"peer {name}", scores) for name, scores in result["peers"].items()]
     for label, scores in rows:
         style = "bold" if label == "rag hybrid" else None
-        table.add_row(label, f"{scores['ndcg@10']:.4f}", f"{scores['recall@100']:.4f}", style=style)
+        table.add_row(label, *(f"{scores[key]:.4f}" for key in ("ndcg@10", "recall@100", "recall@10", "all@10")),
+                      style=style)
     return table
 
 
@@ -50,7 +53,7 @@ def _footer(result: dict) -> str:
     s = result["settings"]
     weights = ", ".join(f"{name} {weight}" for name, weight in s["weights"].items())
     return (
-        f"weights {weights}, rrf_k {s['rrf_k']}, rerank {s['rerank']}, chunk_size {s['chunk_size']}; "
+        f"weights {weights}, rrf_k {s['rrf_k']}, rerank {s['rerank']} ({s.get('score_norm')}), chunk_size {s['chunk_size']}; "
         f"{result['seconds']:.0f} s"
     )
 

@@ -34,4 +34,7 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     fi
 fi
 .venv/bin/pip install --quiet -e ".[dev]"
+# The local model as ONNX (fp32, and int8 for queries), exported once into the user cache
+# (RAG_EMBED__ONNX_DIR): query time then needs no torch. Skipped when the files are there.
+.venv/bin/python -m rag.models.export_onnx
 .venv/bin/python -c "import torch, rag; print(f'installed rag {rag.__version__} with torch {torch.__version__}')"

@@ -37,7 +37,7 @@ def test_means_skip_unjudged_queries_and_count_missing_runs_as_zero() -> None:
     run = {"q1": ["a"], "q2": ["b"]}  # q2 has no relevant document; q3 has no run
     assert mean_ndcg(run, qrels, 10) == pytest.approx(0.5)
     assert mean_recall(run, qrels, 100) == pytest.approx(0.5)
-    assert evaluate({}, {}) == {"ndcg@10": 0.0, "recall@100": 0.0}
+    assert evaluate({}, {}) == {"ndcg@10": 0.0, "recall@100": 0.0, "recall@10": 0.0, "all@10": 0.0}
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -53,7 +53,9 @@ def test_matches_ranx_on_random_runs(seed: int) -> None:
         pool = list(qrels[qid]) + rng.sample(docs, 150)
         run[qid] = list(dict.fromkeys(rng.sample(pool, len(pool))))[: rng.randint(5, 150)]
     scored = {qid: {d: float(len(r) - i) for i, d in enumerate(r)} for qid, r in run.items()}
-    theirs = ranx.evaluate(ranx.Qrels.from_dict(qrels), ranx.Run.from_dict(scored), ["ndcg@10", "recall@100"])
+    theirs = ranx.evaluate(ranx.Qrels.from_dict(qrels), ranx.Run.from_dict(scored), ["ndcg@10", "recall@100",
+                                                                                     "recall@10"])
     ours = evaluate(run, qrels)
     assert ours["ndcg@10"] == pytest.approx(theirs["ndcg@10"], abs=1e-9)
     assert ours["recall@100"] == pytest.approx(theirs["recall@100"], abs=1e-9)
+    assert ours["recall@10"] == pytest.approx(theirs["recall@10"], abs=1e-9)

@@ -49,11 +49,11 @@ def test_eval_retrieval_json_reports_every_lane_and_peer(tmp_path: Path):
     report = json.loads(result.stdout)
     assert report["queries"] == 4 and report["dataset"] == "tiny"
     for system in ("hybrid", "text", "vector"):
-        assert set(report[system]) == {"ndcg@10", "recall@100"}
+        assert set(report[system]) == {"ndcg@10", "recall@100", "recall@10", "all@10"}
         assert report[system]["recall@100"] == 1.0  # six documents: every relevant one is retrieved
     assert set(report["peers"]) == {"bm25s", "llamaindex_chroma"}
     # Each query names its document plainly: the hybrid ranks it first every time.
-    assert report["hybrid"]["ndcg@10"] == 1.0
+    assert report["hybrid"]["ndcg@10"] == 1.0 and report["hybrid"]["all@10"] == 1.0
     assert not (tmp_path / "unused-home").exists()  # an eval never writes into the user's store
 
 

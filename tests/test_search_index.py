@@ -130,9 +130,9 @@ def test_a_lane_outside_the_store_that_fails_to_delete_is_logged_not_raised(capl
 
 
 def test_lane_weights_setting_keeps_the_others_and_reads_the_old_variable(monkeypatch):
-    assert RetrieveSettings().weights == {"vector": 0.8, "text": 1.2}
+    assert RetrieveSettings().weights == {"vector": 0.6, "text": 1.4}
     monkeypatch.setenv("RAG_RETRIEVE__WEIGHTS__TEXT", "1.0")
-    assert Settings().retrieve.weights == {"vector": 0.8, "text": 1.0}
+    assert Settings().retrieve.weights == {"vector": 0.6, "text": 1.0}
     monkeypatch.delenv("RAG_RETRIEVE__WEIGHTS__TEXT")
     monkeypatch.setenv("RAG_RETRIEVE__VECTOR_WEIGHT", "1.0")  # deprecated: text gets 2 - it, as before
     assert Settings().retrieve.weights == {"vector": 1.0, "text": 1.0}

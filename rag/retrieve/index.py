@@ -87,9 +87,12 @@ class SearchIndex:
         """Reciprocal rank fusion with the weights by lane name."""
         return reciprocal_rank_fusion(found, self.weights, self.rrf_k)
 
-    def rank(self, session: Session, query: Query, found: Mapping[str, Sequence[LaneHit]], k: int) -> list[Fused]:
-        """The best k: the lanes' rankings fused, then reranked (by default, left as fused)."""
-        return self.reranker.rerank(session, query, self.fuse(found), k)[:k]
+    def rank(self, session: Session, query: Query, found: Mapping[str, Sequence[LaneHit]],
+             k: int | None) -> list[Fused]:
+        """The best k (every candidate for None): the lanes' rankings fused, then reranked."""
+        fused = self.fuse(found)
+        k = len(fused) if k is None else k
+        return self.reranker.rerank(session, query, fused, k)[:k]
 
     def doc_freq(self, session: Session, words: Sequence[str]) -> tuple[dict[str, int], int] | None:
         """The knowledge's vocabulary: how many chunks hold each word, and how many chunks there
@@ -225,12 +228,22 @@ def _keyword_lane(settings: Settings, db: Database, embedder: Callable[[], Embed
     raise ValueError(f"no keyword lane for the {db.dialect} database")
 
 
-LANE_BUILDERS: dict[str, LaneBuilder] = {"vector": _vector_lane, "text": _keyword_lane}
+def _title_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder]) -> Lane:
+    """The chunks' heading paths (a document's title first) in a tantivy index of their own; the
+    embedded default's engine only."""
+    if db.dialect != "sqlite" or settings.retrieve.keyword_engine != "tantivy":
+        raise InvalidArgument("the title lane needs the tantivy keyword engine (the embedded SQLite store)")
+    from rag.retrieve.tantivy_lane import TantivyKeywordLane
+
+    return TantivyKeywordLane(Path(settings.keyword_path).with_name("keyword-title"), name="title", field="heading")
+
+
+LANE_BUILDERS: dict[str, LaneBuilder] = {"vector": _vector_lane, "text": _keyword_lane, "title": _title_lane}
 
 def _score_fusion(settings: Settings, embedder: Callable[[], Embedder]) -> Reranker:
     from rag.retrieve.rerank import ScoreFusion
 
-    return ScoreFusion(settings.retrieve.weights)
+    return ScoreFusion(settings.retrieve.weights, settings.retrieve.score_norm)
 
 
 RERANKERS: dict[str, Callable[[Settings, Callable[[], Embedder]], Reranker]] = {

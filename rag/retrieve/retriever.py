@@ -15,7 +15,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from rag.models.embed import Embedder
-from rag.retrieve.fusion import Fused
+from rag.retrieve.fusion import Fused, diversify
 from rag.retrieve.index import SearchIndex
 from rag.retrieve.types import Hit, LaneHit, Query, Scope
 from rag.settings import RetrieveSettings
@@ -45,14 +45,38 @@ class Retriever:
         return self.index.search(session, self.query(query), scope, depth, lanes)
 
     def retrieve(
-        self, query: str | Query, scope: Scope, k: int, lanes: Sequence[str] | None = None, depth: int | None = None
+        self, query: str | Query, scope: Scope, k: int, lanes: Sequence[str] | None = None, depth: int | None = None,
+        diverse: bool = False,
     ) -> list[Hit]:
-        """The best k excerpts: `depth` (default `candidates`) from each lane, fused, reranked."""
+        """The best k excerpts: `depth` (default `candidates`) from each lane, fused, reranked; with
+        `diverse` (a search's result list), at most `per_document` of one document in the first
+        `diversity_window`. An answer's excerpts are not capped: several excerpts of the right page
+        are what an answer quotes (the cap cost the handbook's answers, docs/benchmarks.md)."""
         query = self.query(query)
         depth = max(depth or self.settings.candidates, k)
         with self.db.session() as session:
             found = self.index.search(session, query, scope, depth, lanes)
-            return self._hydrate(session, self.index.rank(session, query, found, k))
+            if not diverse or self.settings.per_document <= 0:
+                return self._hydrate(session, self.index.rank(session, query, found, k))
+            return self._diverse(session, self.index.rank(session, query, found, None), k)
+
+    def _diverse(self, session: Session, ranked: Sequence[Fused], k: int) -> list[Hit]:
+        """The first k of the ranking with the per-document cap applied. Only the first k are read
+        from the store unless the cap holds some back; then more, until the window fills or the
+        candidates run out. Scores are handed out again by place, so they still fall in order."""
+        window = min(self.settings.diversity_window, k)
+        n = k
+        while True:
+            hits = self._hydrate(session, ranked[:n])
+            order, settled = diversify([h.node_id for h in hits], self.settings.per_document, window)
+            if settled or n >= len(ranked):
+                break
+            n = min(len(ranked), 2 * n + self.settings.diversity_window)
+        chosen = [hits[i] for i in order[:k]]
+        places = sorted((h.score for h in chosen), reverse=True)
+        for hit, score in zip(chosen, places):
+            hit.score = score
+        return chosen
 
     def doc_freq(self, words: Sequence[str]) -> tuple[dict[str, int], int] | None:
         """How many chunks of the store hold each word, and how many chunks there are (None: no
@@ -94,6 +118,7 @@ class Retriever:
                     char_end=chunk.char_end,
                     lane_ranks=dict(f.lanes),
                     lane_scores=dict(f.lane_scores),
+                    page=chunk.page_start,
                 )
             )
         return hits

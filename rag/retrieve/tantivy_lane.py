@@ -56,16 +56,21 @@ def is_damage(exc: BaseException) -> bool:
 
 
 class TantivyKeywordLane:
-    name = "text"
+    """BM25 over each chunk's indexed text (the `text` lane) or, as the `title` lane, over its
+    heading path alone (a document's title and section headings), in an index of its own: a
+    question that names a document's subject finds it there even when the body says it once."""
+
     engine = "tantivy"
     in_store = False
     uses_vectors = False
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, name: str = "text", field: str = "text") -> None:
         import tantivy
 
         self._tantivy = tantivy
         self.path = path
+        self.name = name
+        self.field = field  # which part of a row is indexed: "text" (the indexed text) or "heading"
         builder = tantivy.SchemaBuilder()
         builder.add_integer_field("id", stored=True, indexed=True, fast=True)
         builder.add_text_field("kb", stored=False, tokenizer_name="raw")
@@ -174,7 +179,8 @@ class TantivyKeywordLane:
         self.index.reload()
 
     def _document(self, row: IndexRow):
-        chunk_id, body, kb_id, node_id = row
+        chunk_id, text, kb_id, node_id = row[:4]  # a plain (id, text, kb, node) tuple is a row too
+        body = (row[4] if len(row) > 4 else "") if self.field == "heading" else text
         return self._tantivy.Document(id=chunk_id, text=body, kb=kb_id, node=node_id)
 
     def add(self, session: Session | None, rows: Sequence[IndexRow], vectors: np.ndarray | None = None) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -37,6 +37,12 @@ class IndexRow(NamedTuple):
     text: str  # the indexed text: the heading path, then the chunk's own text (contextual headings)
     kb_id: str
     node_id: str
+    heading: str = ""  # the chunk's heading path, joined: what a title lane indexes
+
+
+def heading_text(heading_path: Sequence[str] | None) -> str:
+    """A chunk's heading path as one line (document title first), for a title lane."""
+    return " > ".join(heading_path or ())
 
 
 class Query:
@@ -85,6 +91,7 @@ class Hit:
     char_end: int
     lane_ranks: dict[str, int] = field(default_factory=dict)  # lane name -> 1-based rank in that lane
     lane_scores: dict[str, float] = field(default_factory=dict)  # lane name -> the lane's own score
+    page: int | None = None  # the 1-based page of a paged original (PDF) the excerpt lies on; else None
 
     @property
     def vector_similarity(self) -> float | None:

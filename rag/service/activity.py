@@ -9,6 +9,13 @@ What is recorded is bounded whatever the caller sent (any token may call, and ea
 a target that is not a possible id is not kept as sent (bounded_target), and a detail string is
 kept only when it is short and printable. So the history cannot be grown by megabytes per call,
 and an export of it always fits the columns an import checks.
+
+The rows of searches, the calls a client repeats many times a second, are written off the
+request's path: queued, and written in batches by a background thread (every FLUSH_S, or at once
+when MAX_PENDING wait). A search then costs no write transaction of its own (and, on SQLite, no
+turn at the store's one write lock). Any other row is written at once, after the queued ones, so
+the history keeps the order calls ended in; reading the history (and closing the service) writes
+the queue first.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import functools
 import inspect
 import logging
 import math
+import threading
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from sqlalchemy import select
@@ -25,7 +33,7 @@ from rag.errors import RagError
 from rag.service.arguments import ACTIVITY_LIMIT_DEFAULT, ACTIVITY_LIMIT_MAX
 from rag.service.checks import MAX_ID_CHARS, MAX_NAME_CHARS, int_arg, is_id, name_problem
 from rag.service.principal import Principal
-from rag.store.models import Activity
+from rag.store.models import Activity, utcnow
 
 if TYPE_CHECKING:
     from rag.service.access import Access
@@ -104,9 +112,19 @@ def recorded(
 class ActivityLog:
     """The history: written by every part of the service, read by admins."""
 
+    BATCHED = frozenset({"search", "search_documents", "search_nodes_by_name", "search_knowledge_base"})
+    FLUSH_S = 0.25
+    MAX_PENDING = 256
+    MAX_KEPT = 100_000  # rows kept for another try while the store cannot be written
+
     def __init__(self, db: Database, access: Access) -> None:
         self.db = db
         self.access = access
+        self._pending: list[dict[str, Any]] = []
+        self._cond = threading.Condition()
+        self._writing = threading.Lock()  # one writer at a time, so rows land in the order queued
+        self._writer: threading.Thread | None = None
+        self._closed = False
 
     def record(
         self,
@@ -118,26 +136,82 @@ class ActivityLog:
     ) -> None:
         if principal.token_id is not None:  # which token, so an admin can revoke the one misused
             detail = {**(detail or {}), "token_id": principal.token_id}
+        row = {
+            "workspace_id": principal.workspace_id, "actor": principal.actor, "action": action,
+            "target": bounded_target(target),  # whatever a caller sent, the row stays small
+            "outcome": outcome, "detail": detail, "created_at": utcnow(),
+        }
+        if action in self.BATCHED and self._queue(row):
+            return
+        with self._writing:
+            self._write([*self._take(), row])
+
+    def _queue(self, row: dict[str, Any]) -> bool:
+        """Queue a row for the background writer (started on first use); False once closed."""
+        with self._cond:
+            if self._closed:
+                return False
+            self._pending.append(row)
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_loop, name="activity-writer", daemon=True)
+                self._writer.start()
+            if len(self._pending) in (1, self.MAX_PENDING):  # the first to wait, or a full batch
+                self._cond.notify_all()
+        return True
+
+    def _take(self) -> list[dict[str, Any]]:
+        with self._cond:
+            rows, self._pending = self._pending, []
+        return rows
+
+    def _write(self, rows: list[dict[str, Any]]) -> bool:
+        if not rows:
+            return True
         try:
             with self.db.session() as session:
-                session.add(
-                    Activity(
-                        workspace_id=principal.workspace_id,
-                        actor=principal.actor,
-                        action=action,
-                        target=bounded_target(target),  # whatever a caller sent, the row stays small
-                        outcome=outcome,
-                        detail=detail,
-                    )
-                )
+                session.add_all([Activity(**row) for row in rows])
+            return True
         except Exception:  # noqa: BLE001 - losing an activity row must not fail the call itself
-            log.exception("could not record activity %s", action)
+            log.exception("could not record %d activity rows (%s)", len(rows), rows[-1]["action"])
+            return False
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and not self._pending:
+                    self._cond.wait()
+                if not self._closed and len(self._pending) < self.MAX_PENDING:
+                    self._cond.wait(self.FLUSH_S)  # a batch gathers
+                closed = self._closed
+            with self._writing:
+                rows = self._take()
+                if not self._write(rows) and not closed:
+                    with self._cond:  # kept for the next round (a store busy past its timeout)
+                        self._pending[:0] = rows[-self.MAX_KEPT:]
+            if closed:
+                return
+
+    def flush(self) -> None:
+        """Write the queued rows now."""
+        with self._writing:
+            self._write(self._take())
+
+    def close(self) -> None:
+        """Write the queue and stop the background writer; later rows are written at once."""
+        with self._cond:
+            self._closed = True
+            writer = self._writer
+            self._cond.notify_all()
+        if writer is not None:
+            writer.join(10)
+        self.flush()
 
     def history(self, principal: Principal, limit: int = ACTIVITY_LIMIT_DEFAULT) -> list[Activity]:
         """The workspace's history, newest first, for admins. A folder-scoped admin sees only the
         rows about nodes inside its folders: a row about anything else would tell it exists."""
         self.access.require_role(principal, "admin")
         limit = int_arg(limit, "limit", 1, ACTIVITY_LIMIT_MAX, default=ACTIVITY_LIMIT_DEFAULT)
+        self.flush()
         stmt = select(Activity).where(Activity.workspace_id == principal.workspace_id).order_by(Activity.id.desc())
         with self.db.session() as session:
             visible = self.access.visible_ids(session, principal)

@@ -122,7 +122,8 @@ class KnowledgeBaseSearches:
         for kb in kbs:
             try:
                 result.hits += self.access.shown_hits(
-                    principal, retriever.retrieve(asked, Scope(principal.workspace_id, (kb.id,), documents), k)
+                    principal, retriever.retrieve(asked, Scope(principal.workspace_id, (kb.id,), documents), k,
+                                                  diverse=True)
                 )
             except Exception:  # noqa: BLE001 - the document's rule: skip it, log it, go on with the others
                 log.exception("knowledge base %s failed during search_knowledge_base; skipped", kb.id)

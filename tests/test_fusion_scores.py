@@ -1,0 +1,180 @@
+"""Score fusion (normalised lane scores, the floor of a missing candidate, ties), the per-document
+cap on the first results, and the multi-passage measure."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evals.answer_metrics import aggregate
+from evals.metrics import all_found, evaluate, share_all_found
+from rag.retrieve.fusion import Fused, diversify, fused_scores, reciprocal_rank_fusion, score_fusion
+from rag.retrieve.types import LaneHit
+from rag.service import KnowledgeService, Principal
+from rag.settings import Settings
+
+
+def fused(found: dict[str, list[LaneHit]], weights: dict[str, float] | None = None) -> list[Fused]:
+    return reciprocal_rank_fusion(found, weights or {}, 60)
+
+
+def test_min_max_fusion_is_the_convex_combination_of_each_lanes_normalised_scores():
+    found = {
+        "vector": [LaneHit(1, 0.80), LaneHit(2, 0.60), LaneHit(3, 0.40)],
+        "text": [LaneHit(3, 12.0), LaneHit(2, 9.0), LaneHit(4, 4.0)],
+    }
+    totals = fused_scores(fused(found), {"vector": 0.8, "text": 1.2}, "minmax")
+    # vector: (s - 0.4) / 0.4; text: (s - 4) / 8; a lane that did not return a chunk gives it 0.
+    assert totals[1] == pytest.approx((0.8 * 1.0 + 1.2 * 0.0) / 2.0)
+    assert totals[2] == pytest.approx((0.8 * 0.5 + 1.2 * 0.625) / 2.0)
+    assert totals[3] == pytest.approx((0.8 * 0.0 + 1.2 * 1.0) / 2.0)
+    assert totals[4] == pytest.approx(0.0)
+    assert [f.chunk_id for f in score_fusion(fused(found), {"vector": 0.8, "text": 1.2})] == [3, 2, 1, 4]
+
+
+def test_z_scores_put_a_missing_candidate_at_the_lanes_lowest_z_not_at_a_raw_zero():
+    # BM25 scores far from 0: a raw 0 for chunk 9 (not found by text) would be 4 deviations below
+    # the lane's weakest hit and bury it; at the lane's floor it stays level with that hit.
+    found = {"vector": [LaneHit(9, 0.9), LaneHit(1, 0.5), LaneHit(2, 0.45)],
+             "text": [LaneHit(1, 31.0), LaneHit(2, 30.0)]}
+    totals = fused_scores(fused(found), {}, "zscore")
+    # text z: chunk 1 +1, chunk 2 -1, chunk 9 at the floor -1; vector z of 0.9, 0.5, 0.45
+    mean = (0.9 + 0.5 + 0.45) / 3
+    sd = (((0.9 - mean) ** 2 + (0.5 - mean) ** 2 + (0.45 - mean) ** 2) / 3) ** 0.5
+    assert totals[9] == pytest.approx(((0.9 - mean) / sd - 1.0) / 2)
+    assert totals[1] == pytest.approx(((0.5 - mean) / sd + 1.0) / 2)
+    assert [f.chunk_id for f in score_fusion(fused(found), {}, "zscore")] == [1, 9, 2]  # 9 above 2, not buried
+
+
+def test_divided_by_the_best_keeps_zero_as_no_match():
+    found = {"vector": [LaneHit(1, 0.5), LaneHit(2, 0.4)], "text": [LaneHit(2, 10.0), LaneHit(1, 5.0)]}
+    totals = fused_scores(fused(found), {"vector": 0.0, "text": 1.0}, "max")
+    assert totals == {1: pytest.approx(0.5), 2: pytest.approx(1.0)}  # a weight of 0 counts for nothing
+
+
+def test_a_keyword_lane_with_one_hit_keeps_its_weight():
+    """A word only one chunk holds: the keyword lane returns that chunk alone (no spread to
+    normalise). It must still count fully, not drop out and leave the vector lane to decide."""
+    found = {"vector": [LaneHit(i, 0.9 - 0.05 * i) for i in range(1, 7)], "text": [LaneHit(6, 3.2)]}
+    for method in ("minmax", "zscore", "max"):
+        ranked = score_fusion(fused(found, {"vector": 0.8, "text": 1.2}), {"vector": 0.8, "text": 1.2}, method)
+        assert ranked[0].chunk_id == 6, method
+
+
+def test_ties_keep_the_best_single_lane_rank_then_the_chunk_id_and_scores_fall_by_place():
+    found = {"vector": [LaneHit(5, 1.0), LaneHit(7, 0.0)], "text": [LaneHit(7, 2.0), LaneHit(5, 1.0)]}
+    ranked = score_fusion(fused(found), {}, "minmax")  # both total 0.5; both are first in one lane
+    assert [f.chunk_id for f in ranked] == [5, 7]
+    three = {"vector": [LaneHit(8, 1.0), LaneHit(3, 1.0)]}  # a lane that cannot tell them apart
+    assert [f.chunk_id for f in score_fusion(fused(three), {}, "minmax")] == [8, 3]  # rank 1 before rank 2
+    rrf = fused({"vector": [LaneHit(1, 0.2), LaneHit(2, 0.9)], "text": [LaneHit(1, 1.0), LaneHit(2, 5.0)]})
+    ranked = score_fusion(rrf, {})
+    assert [f.chunk_id for f in ranked] == [2, 1]
+    assert [f.score for f in ranked] == sorted((f.score for f in rrf), reverse=True)  # fusion's scale, by place
+    with pytest.raises(ValueError):
+        score_fusion(rrf, {}, "softmax")
+
+
+def test_diversify_caps_each_document_in_the_window_unless_fewer_documents_match():
+    order, settled = diversify(list("aaaabcab"), per_key=2, window=4)
+    assert [list("aaaabcab")[i] for i in order] == list("aabc" "aaab")
+    assert order[:4] == [0, 1, 4, 5] and settled
+    # Only two documents: after two of each, the held-back excerpts follow in their order.
+    order, settled = diversify(list("aaaab"), per_key=2, window=10)
+    assert order == [0, 1, 4, 2, 3] and not settled
+    assert diversify(list("aaa"), per_key=0, window=10) == ([0, 1, 2], True)
+
+
+def test_all_relevant_in_the_top_k_is_counted_per_question():
+    qrels = {"q1": {"a": 1, "b": 1}, "q2": {"c": 1, "d": 1}, "q3": {"e": 1}, "q4": {"z": 0}}
+    run = {"q1": ["a", "x", "b"], "q2": ["c", "x", "y"], "q3": ["e"]}
+    assert all_found(run["q1"], qrels["q1"], 3) and not all_found(run["q1"], qrels["q1"], 2)
+    assert not all_found(["z"], qrels["q4"], 10)  # nothing relevant to find: not "all found"
+    assert share_all_found(run, qrels, 10) == pytest.approx(2 / 3)  # q4 is unjudged
+    scores = evaluate(run, qrels)
+    assert scores["recall@10"] == pytest.approx((1 + 0.5 + 1) / 3) and scores["all@10"] == pytest.approx(2 / 3)
+    # rag eval run: the share beside the mean recall@10 (None: an unanswerable question).
+    result = aggregate([], [1.0, 0.5, 0.5, None, 1.0], [])
+    assert result["retrieval_recall@10"] == 0.75 and result["retrieval_all@10"] == 0.5
+
+
+SECTION = ("The quokka exporter writes every ledger row to the archive, checks the totals twice, and "
+           "signs the file with the team's release key before anyone downloads it. Section {n} changes how "
+           "the exporter names its files and how long it keeps them on the shared drive for auditors.\n\n")
+
+
+@pytest.fixture(params=[2, 0], ids=["cap", "no-cap"])
+def search_service(request, tmp_path):
+    settings = Settings(home=tmp_path / "home", retrieve={"per_document": request.param})
+    with KnowledgeService(settings) as service:
+        service.ensure_workspace("default")
+        admin = Principal.local_admin("default")
+        root = service.knowledge_base(admin, "default").root_id
+        notes = "# Release notes\n\n" + "".join(f"## Version 1.{n}\n\n" + SECTION.format(n=n) for n in range(8))
+        for name, body in [("Release notes", notes),
+                           ("Exporting to the archive", "# Exporting to the archive\n\n" + SECTION.format(n=99)),
+                           ("Cafeteria", "# Cafeteria\n\nThe cafeteria serves soup on Tuesdays and quokka-shaped "
+                                         "pretzels on Fridays.\n")]:
+            doc = service.create_document(admin, root, name, body)
+            service.publish_version(admin, doc.node_id, 1)
+        yield service, admin, request.param
+
+
+def test_search_shows_at_most_two_excerpts_of_a_document_first_unless_fewer_documents_match(search_service):
+    service, admin, cap = search_service
+    hits = service.search(admin, "how does the quokka exporter name its files", 10).hits
+    titles = [h.title for h in hits]
+    assert titles.count("Release notes") == 8 and len(hits) == 10  # every excerpt still comes back
+    if cap:
+        # Three documents match: two excerpts of the release notes, then the two other documents,
+        # then (fewer documents than places) the release notes' other excerpts, in their order.
+        assert titles[:4].count("Release notes") == 2 and set(titles[:4]) == {"Release notes",
+                                                                              "Exporting to the archive", "Cafeteria"}
+        assert titles[4:] == ["Release notes"] * 6
+    else:
+        assert titles[:4].count("Release notes") >= 3  # what the cap is for: one document fills the top
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_tune_fusion_compares_methods_reproduces_the_retriever_and_replays_saved_rankings(tmp_path, capsys):
+    from evals.tune_fusion import main
+    from tests.test_eval_retrieval_cli import write_beir
+
+    dataset, saved = write_beir(tmp_path / "beir"), tmp_path / "rankings.json"
+    args = ["--dataset", str(dataset), "--split", "test", "--methods", "rrf,minmax", "--weights", "0.8,1.0", "--json"]
+    assert main([*args, "--home", str(tmp_path / "home"), "--save", str(saved)]) == 0
+    searched = json.loads(capsys.readouterr().out)
+    assert searched["refusion_matches_retriever"] is True  # the re-fusion is the retriever's own (RRF default)
+    assert [(r["method"], r["weight"]) for r in searched["sweep"]] == [
+        ("rrf", 0.8), ("rrf", 1.0), ("minmax", 0.8), ("minmax", 1.0)]
+    assert all(0.0 <= r["all@10_candidates"] <= 1.0 for r in searched["sweep"])
+    assert searched["sweep"][0]["ndcg@10"] > 0.5  # four easy questions over six documents
+    assert main([*args, "--load", str(saved)]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    assert [r["ndcg@10"] for r in replayed["sweep"]] == [r["ndcg@10"] for r in searched["sweep"]]
+
+
+def test_the_title_lane_ranks_chunks_by_their_heading_path_alone(tmp_path):
+    settings = Settings(home=tmp_path / "home", retrieve={"lanes": ["vector", "text", "title"]})
+    with KnowledgeService(settings) as service:
+        service.ensure_workspace("default")
+        admin = Principal.local_admin("default")
+        root = service.knowledge_base(admin, "default").root_id
+        for name, body in [("Wombat care", "# Wombat care\n\nFeed them grasses and roots at dusk.\n"),
+                           ("Garden", "# Garden\n\nA wombat dug under the fence again; we call the ranger.\n")]:
+            doc = service.create_document(admin, root, name, body)
+            service.publish_version(admin, doc.node_id, 1)
+        kb_id = service.knowledge_base(admin, "default").id
+        assert service.index.count(kb_id) == {"vector": 2, "text": 2, "title": 2}
+        assert service.index.health()["title"] is True
+        retriever, scope = service.retriever, service.scope(admin, "default")
+        with service.db.session() as session:
+            found = retriever.lane_hits(session, "wombat", scope, 10, ("title",))
+        titles = {h.chunk_id: h.title for h in service.search(admin, "wombat", 5).hits}
+        assert [titles[h.chunk_id] for h in found["title"]] == ["Wombat care"]  # the body's "wombat" is not a title
+        hit = service.search(admin, "wombat care", 1).hits[0]
+        assert hit.title == "Wombat care" and hit.retrievers == ["vector", "text", "title"]
+    with pytest.raises(Exception, match="tantivy"):
+        KnowledgeService(Settings(home=tmp_path / "fts5", retrieve={"lanes": ["vector", "title"],
+                                                                   "keyword_engine": "fts5"})).close()

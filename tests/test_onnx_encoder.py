@@ -1,0 +1,163 @@
+"""The ONNX Runtime encoder against the torch model it was exported from, on real SciFact text.
+
+fp32 vectors agree with sentence-transformers' to cosine >= 0.999 (they share the embedding cache
+and the vector index), int8 query vectors to >= 0.99. The retrieval check (SciFact nDCG@10 within
+0.005 of torch) is an eval run, docs/benchmarks.md: too slow for a test on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag.errors import Unavailable
+from rag.models.embed import CachedEmbedder, Turns, local_embedder
+from rag.models.onnx_encoder import FP32_FILE, INT8_FILE, onnx_dir
+from rag.settings import EmbedSettings, Settings
+
+from .conftest import SHARED
+
+SCIFACT = SHARED / "datasets" / "scifact"
+
+
+def _sample() -> tuple[list[str], list[str]]:
+    """(queries, passages): 40 SciFact queries, 16 abstracts (title and text, long ones truncated by
+    the model), and a few short and odd texts."""
+    with (SCIFACT / "queries.jsonl").open() as f:
+        queries = [json.loads(line)["text"] for _, line in zip(range(40), f)]
+    with (SCIFACT / "corpus.jsonl").open() as f:
+        passages = [f"{d['title']}\n{d['text']}" for d in (json.loads(line) for _, line in zip(range(16), f))]
+    odd = ["vpn setup", "  leading and trailing spaces  ", "Ünïcödé, emoji 🙂 and 東京", ""]
+    return queries + odd, passages + odd
+
+
+@pytest.fixture(scope="module")
+def embedders():
+    onnx = local_embedder(64, EmbedSettings(backend="onnx", int8_queries=True))
+    onnx_fp32 = local_embedder(64, EmbedSettings(backend="onnx", int8_queries=False))
+    torch = local_embedder(64, EmbedSettings(backend="torch"))
+    return onnx, onnx_fp32, torch
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def test_fp32_document_vectors_match_the_torch_model(embedders) -> None:
+    onnx, _, torch = embedders
+    _, passages = _sample()
+    ours, theirs = onnx.embed(passages), torch.embed(passages)
+    assert ours.shape == theirs.shape == (len(passages), 384)
+    assert _cosines(ours, theirs).min() >= 0.999
+    np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+
+
+def test_query_vectors_fp32_and_int8_match_the_torch_model(embedders) -> None:
+    onnx_int8, onnx_fp32, torch = embedders
+    queries, _ = _sample()
+    reference = np.stack([torch.embed_query(q) for q in queries])
+    fp32 = np.stack([onnx_fp32.embed_query(q) for q in queries])
+    int8 = np.stack([onnx_int8.embed_query(q) for q in queries])
+    assert _cosines(fp32, reference).min() >= 0.999
+    assert _cosines(int8, reference).min() >= 0.99
+    assert _cosines(int8, reference).min() < 0.9999  # it is the int8 model, not the fp32 one again
+
+
+def test_both_runtimes_share_the_cache_key_and_the_cache(embedders, tmp_path: Path) -> None:
+    onnx, _, torch = embedders
+    assert onnx.name == torch.name  # fp32 on either runtime: one cache key, one vector collection
+    texts = ["Annual leave accrues each pay period.", "Expenses need a receipt."]
+    first = CachedEmbedder(torch, tmp_path / "cache.sqlite")
+    stored = first.embed(texts)
+    second = CachedEmbedder(onnx, tmp_path / "cache.sqlite")
+    assert np.array_equal(second.embed(texts), stored) and (second.hits, second.misses) == (2, 0)
+
+
+def test_the_backend_is_a_setting(monkeypatch) -> None:
+    monkeypatch.setenv("RAG_EMBED__BACKEND", "torch")
+    monkeypatch.setenv("RAG_EMBED__INT8_QUERIES", "false")
+    settings = Settings()
+    assert settings.embed.backend == "torch" and settings.embed.int8_queries is False
+    monkeypatch.setenv("RAG_EMBED__BACKEND", "tensorflow")
+    with pytest.raises(ValueError, match="backend"):
+        Settings()
+
+
+def test_concurrent_queries_get_the_vectors_of_sequential_ones(embedders) -> None:
+    onnx, _, _ = embedders
+    queries, _ = _sample()
+    alone = [onnx.embed_query(q) for q in queries]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(onnx.embed_query, queries))
+    for a, b in zip(alone, together):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_shared_turns_let_queries_run_together_and_background_work_alone() -> None:
+    turns = Turns(shared=True)
+    inside = threading.Barrier(2, timeout=10)
+    order: list[str] = []
+
+    def query(name: str) -> None:
+        with turns.turn(background=False):
+            inside.wait()  # both hold a turn at once, or this times out
+            order.append(name)
+
+    def bulk() -> None:
+        with turns.turn(background=True):
+            order.append("bulk")
+
+    with turns.turn(background=False):  # held: the background caller must wait for it
+        worker = threading.Thread(target=bulk)
+        worker.start()
+        threads = [threading.Thread(target=query, args=(f"q{i}",)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(15)
+        assert sorted(order) == ["q0", "q1"]  # the queries ran beside the held turn; bulk waits
+    worker.join(15)
+    assert order[-1] == "bulk"
+
+
+def test_a_missing_export_without_torch_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` fails, as where torch is not installed
+    embedder = local_embedder(64, EmbedSettings(onnx_dir=tmp_path / "none-here"))
+    with pytest.raises(Unavailable) as caught:
+        embedder.embed_query("how many days of leave")
+    message = str(caught.value)
+    assert "python -m rag.models.export_onnx" in message and "RAG_EMBED__BACKEND=torch" in message
+    assert "how many days" not in message and "Traceback" not in message
+
+
+def test_a_missing_export_is_made_on_first_use(tmp_path: Path, embedders) -> None:
+    settings = EmbedSettings(onnx_dir=tmp_path / "fresh")
+    embedder = local_embedder(64, settings)
+    vector = embedder.embed_query("how many days of leave")
+    assert (onnx_dir(settings) / FP32_FILE).exists() and (onnx_dir(settings) / INT8_FILE).exists()
+    assert not [p for p in onnx_dir(settings).iterdir() if p.is_dir()]  # no scratch left behind
+    np.testing.assert_allclose(vector, embedders[0].embed_query("how many days of leave"), atol=1e-6)
+
+
+def test_queries_and_an_answers_sentences_need_no_torch() -> None:
+    """A process that only searches and answers (the CLI, `rag serve` between publishes) never
+    imports torch or transformers: the ONNX encoder needs onnxruntime and tokenizers alone."""
+    import subprocess
+
+    script = (
+        "import sys\n"
+        "from rag.models.embed import local_embedder\n"
+        "e = local_embedder(64)\n"
+        "assert e.embed_query('how many days of leave').shape == (384,)\n"
+        "assert e.embed(['Leave accrues each pay period.', 'Receipts are kept.']).shape == (2, 384)\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
