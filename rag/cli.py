@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,12 +13,13 @@ from typing import Iterator, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rag.errors import STORAGE_FULL, InvalidArgument, NotFound, RagError, StoreLocked, is_storage_full
+from rag.commands import exit_code
+from rag.errors import STORAGE_FULL, RagError, is_storage_full
 from rag.logs import configure
 from rag.settings import Settings
+from rag.store.lock import announce_server, running_server
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="A knowledge base that answers with citations.")
 out = Console()
@@ -52,7 +55,7 @@ def service(writer: bool, serving: bool = False) -> Iterator["KnowledgeService"]
         raise
     except RagError as exc:
         _error(exc.message)
-        raise typer.Exit(3 if isinstance(exc, StoreLocked) else 2 if isinstance(exc, (InvalidArgument, NotFound)) else 1)
+        raise typer.Exit(exit_code(exc))
     except KeyboardInterrupt:
         err.print("interrupted; anything half-published is resumed on the next start")
         raise typer.Exit(130)
@@ -65,11 +68,31 @@ def service(writer: bool, serving: bool = False) -> Iterator["KnowledgeService"]
         raise typer.Exit(1)
 
 
-def _principal(svc, workspace: str):
-    from rag.service import Principal
+def run(operation: str, writer: bool, progress=None, **arguments) -> Iterator[dict]:
+    """A command's events (rag/commands.py): from the `rag serve` that holds the embedded store when
+    one does (over HTTP, with the secret it wrote in RAG_HOME), else from a service opened here."""
+    settings = _settings()
+    server = running_server(settings.home) if settings.embedded else None
+    if server is not None:
+        from rag.client import ServerError, call
 
-    svc.ensure_workspace(workspace)
-    return Principal.local_admin(workspace)
+        try:
+            yield from call(*server, operation, arguments, starting=lambda: running_server(settings.home) == server)
+        except ServerError as exc:
+            _error(exc.message)
+            raise typer.Exit(exc.exit_code) from None
+        return
+    from rag.commands import OPERATIONS
+
+    extra = {"progress": progress} if progress is not None else {}
+    with service(writer=writer) as svc:
+        yield from OPERATIONS[operation](svc, **arguments, **extra)
+
+
+def _one(events: Iterator[dict]) -> dict:
+    """The one event of a command that has one, the command run to its end (its service closed)."""
+    (event,) = list(events)
+    return event
 
 
 @app.command()
@@ -80,41 +103,30 @@ def ingest(
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Import a directory tree as folders and documents, and publish them. Run again, it changes only what changed."""
-    with service(writer=True) as svc:
-        principal = _principal(svc, workspace)
-        with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err, transient=json_out, disable=not err.is_terminal and json_out,
-        ) as bar:
-            tasks: dict[str, int] = {}
-
-            def progress(stage: str, done: int, total: int) -> None:
-                if stage not in tasks:
-                    label = "reading files" if stage == "reading" else "indexing chunks"
-                    tasks[stage] = bar.add_task(label, total=total)
-                bar.update(tasks[stage], completed=done, total=total)
-
-            report = svc.ingest_directory(principal, path, kb, progress)
+    with _progress_bar(json_out) as progress:
+        # The path as the server would read it too (it may run the command, in another directory).
+        report = _one(run("ingest", True, progress, path=os.path.abspath(path), workspace=workspace, kb=kb))
+    s = report["summary"]
     if json_out:
-        payload = report.summary() | {
-            "failures": [{"path": p, "error": m} for p, m in report.failed],
-            "skips": [{"path": p, "reason": m} for p, m in report.skipped],
+        payload = s | {
+            "failures": [{"path": p, "error": m} for p, m in report["failed"]],
+            "skips": [{"path": p, "reason": m} for p, m in report["skipped"]],
         }
         out.print_json(json.dumps(payload))
     else:
-        table = Table(title=f"Ingested {path} into {report.knowledge_base!r}")
-        for column in ("added", "updated", "unchanged", "removed", "failed", "skipped", "chunks", "seconds"):
+        table = Table(title=f"Ingested {path} into {s['knowledge_base']!r}")
+        columns = ("added", "updated", "unchanged", "removed", "failed", "skipped", "chunks", "seconds")
+        for column in columns:
             table.add_column(column, justify="right")
-        s = report.summary()
-        table.add_row(*(str(s[c]) for c in ("added", "updated", "unchanged", "removed", "failed", "skipped", "chunks", "seconds")))
+        table.add_row(*(str(s[c]) for c in columns))
         out.print(table)
-        for rel, message in report.warnings:
+        for rel, message in report["warnings"]:
             _error(f"{rel}: {message}", "warning")
-        for rel, message in report.skipped:  # what was left out, and why: nothing is skipped silently
+        for rel, message in report["skipped"]:  # what was left out, and why: nothing is skipped silently
             _error(f"{rel}: {message}", "skipped")
-        for rel, message in report.failed:
+        for rel, message in report["failed"]:
             _error(f"{rel}: {message}", "failed")
-    if report.failed:
+    if report["failed"]:
         raise typer.Exit(1)
 
 
@@ -127,17 +139,11 @@ def search(
     json_out: bool = typer.Option(False, "--json", help="Print the JSON result."),
 ) -> None:
     """Hybrid (vector + full-text) search over the published documents."""
-    from rag.render import search_response
-    from rag.service.search import clamp_limit
-
-    with service(writer=False) as svc:
-        principal = _principal(svc, workspace)
-        result = svc.search(principal, query, clamp_limit(limit), kb_name=kb)
-        payload, text = search_response(query, result.hits, svc.settings.retrieve.excerpt_chars)
-    if json_out:
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
-    else:
-        sys.stdout.write(text + "\n")
+    for result in run("search", False, query=query, limit=limit, kb=kb, workspace=workspace):
+        if json_out:
+            sys.stdout.write(json.dumps(result["payload"], ensure_ascii=False, indent=2) + "\n")
+        else:
+            sys.stdout.write(result["text"] + "\n")
 
 
 @app.command()
@@ -151,8 +157,6 @@ def ask(
     json_out: bool = typer.Option(False, "--json", help="Print the JSON result."),
 ) -> None:
     """A cited answer from the published documents (a model's, or extractive when none is configured)."""
-    from rag.render import answer_response, sources_text
-
     messages = None
     if history is not None:
         try:
@@ -160,20 +164,15 @@ def ask(
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             _error(f"cannot read the conversation history {history}: {exc}")
             raise typer.Exit(2) from None
-    with service(writer=False) as svc:
-        principal = _principal(svc, workspace)
-        if json_out:
-            answer = svc.ask(principal, question, kb_name=kb, history=messages)
-            payload, _ = answer_response(answer, svc.settings.retrieve.excerpt_chars)
-            sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
-            return
-        for event in svc.ask_stream(principal, question, kb_name=kb, history=messages):
-            if event.kind == "delta":
-                sys.stdout.write(event.text)
-                sys.stdout.flush()
-            elif event.kind == "done" and event.answer is not None:
-                tail = f"\n\n{sources_text(event.answer.sources)}" if event.answer.sources else ""
-                sys.stdout.write(tail + "\n")
+    events = run("ask", False, question=question, kb=kb, workspace=workspace, history=messages, json_out=json_out)
+    for event in events:
+        if "payload" in event:
+            sys.stdout.write(json.dumps(event["payload"], ensure_ascii=False, indent=2) + "\n")
+        elif "delta" in event:
+            sys.stdout.write(event["delta"])
+            sys.stdout.flush()
+        elif "tail" in event:
+            sys.stdout.write(event["tail"] + "\n")
 
 
 @app.command()
@@ -201,6 +200,7 @@ def serve(
     # The service is opened here rather than in the app's lifespan so that a store held by another
     # process is the CLI's clear message and exit code 3, not a traceback from uvicorn's start-up.
     with service(writer=True, serving=workers == 1) as svc:
+        _first_run_token(svc)
         if workers > 1:
             # This process migrated the schema, resumed interrupted publishes and reconciled the
             # lanes; each worker opens its own service on the same engines.
@@ -211,8 +211,60 @@ def serve(
                         log_config=log_config())
             return
         serving_process(svc.settings)
+        # uvicorn stops gracefully on SIGTERM, then raises it again: exit then, closing the
+        # service (and removing the lock's holder and secret files), as Ctrl-C does.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        # The local CLI's commands are then run here, beside the store (rag/client.py).
+        secret = _announce(svc.settings.home, _local_url(host, port)) if svc.settings.embedded else None
         sys.stderr.write(f"serving {svc.settings.home} on http://{host}:{port}\n")
-        uvicorn.run(create_app(service=svc), host=host, port=port, log_config=log_config())
+        uvicorn.run(create_app(service=svc, local_secret=secret), host=host, port=port, log_config=log_config())
+
+
+def _local_url(host: str, port: int) -> str:
+    """Where a local client reaches a server listening on `host`."""
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _announce(home: Path, url: str) -> str | None:
+    """The secret the local CLI may use this server with; None (and a warning) when it cannot be
+    written, e.g. on a full disk: the server serves all the same."""
+    try:
+        return announce_server(home, url)
+    except OSError as exc:
+        _error(f"the local CLI cannot use this server (its secret could not be written: {exc.strerror})", "warning")
+        return None
+
+
+def _first_run_token(svc) -> None:
+    """A store where no person has a token yet: make an admin token for the local user and print it
+    once, on standard error (the terminal; never the log file), so that the first call can be made."""
+    if any(t.kind == "person" for t in svc.list_tokens()):
+        return
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container without a passwd entry)
+        user = "local admin"
+    workspace = svc.settings.default_workspace
+    try:
+        secret, info = svc.create_token(workspace, "admin", ["knowledge:write"], "all", [], False, None, name=user)
+    except Exception as exc:  # a full disk: serve what can be read all the same
+        if not (isinstance(exc, RagError) or is_storage_full(exc)):
+            raise
+        _error(f"no first admin token was made: {exc.message if isinstance(exc, RagError) else STORAGE_FULL}",
+               "warning")
+        return
+    sys.stderr.write(
+        f"No person had a token for this store, so one was made: {info.token_id}, admin of workspace "
+        f"{workspace!r}, for {user!r}. It is shown this once (it is not in any log):\n\n"
+        f"    export RAG_TOKEN={secret}\n\n"
+        "More tokens: `rag token create` (it works beside this server); docs/service.md.\n"
+    )
 
 
 @app.command()
@@ -222,12 +274,36 @@ def mcp(
         help="The bearer token the tools act with (`rag token create`); default: $RAG_TOKEN.",
     ),
 ) -> None:
-    """Serve the MCP tools over stdio for one agent (standard output is the protocol; logs go to the log file)."""
+    """Serve the MCP tools over stdio for one agent (standard output is the protocol; logs go to the log file).
+    Beside a running `rag serve`, relay them from the server's /mcp instead."""
+    if not (token or "").strip():  # `export RAG_TOKEN=$(…)` whose command failed leaves it empty
+        _error("no token was given: set RAG_TOKEN or pass --token (make one with `rag token create … --agent`)")
+        raise typer.Exit(2)
+    settings = _settings()
+    server = running_server(settings.home) if settings.embedded else None
+    if server is not None:
+        _mcp_relay(server[0], token)
+        return
     from rag.mcp.stdio import serve_stdio, stdout_reserved
 
     # Reserved before the service opens: nothing a library prints at start-up may reach the protocol.
     with stdout_reserved() as hand_over, service(writer=True, serving=True) as svc:
         serve_stdio(svc, token, hand_over)
+
+
+def _mcp_relay(url: str, token: str) -> None:
+    from rag.client import ServerError, bridge_mcp, token_refusal
+
+    try:
+        refusal = token_refusal(url, token)
+    except ServerError as exc:
+        _error(exc.message)
+        raise typer.Exit(exc.exit_code) from None
+    if refusal is not None:  # as over stdio: a bad token fails before serving
+        _error(refusal)
+        raise typer.Exit(1)
+    configure(_settings().home)  # the SDK's own messages go to the log file, never onto the protocol
+    bridge_mcp(url, token)
 
 
 token_app = typer.Typer(no_args_is_help=True, help="Bearer tokens for the HTTP API and the MCP server.")
@@ -256,14 +332,14 @@ def token_create(
 ) -> None:
     """Make a token and print it, alone, on standard output. It is shown this once."""
     specs = [f for f in (folders or "").split(",") if f.strip()]
-    with service(writer=True) as svc:
-        secret, info = svc.create_token(
-            workspace, role, scope or (), access, specs, agent, expires, name=name, principal_id=principal
-        )
-    sys.stdout.write(secret + "\n")
+    made = _one(run("token_create", True, workspace=workspace, role=role, scopes=scope or [], access=access,
+                    folders=specs, agent=agent, expires=expires, name=name, principal=principal))
+    info = made["token"]
+    sys.stdout.write(made["secret"] + "\n")
     sys.stderr.write(
-        f"token {info.token_id} of {info.kind} {info.name!r} ({info.principal_id}) in {info.workspace_id}: "
-        f"{info.role}, {' '.join(info.scopes)}, access {info.access}; store it now, it is not shown again\n"
+        f"token {info['token_id']} of {info['kind']} {info['name']!r} ({info['principal_id']}) in "
+        f"{info['workspace_id']}: {info['role']}, {' '.join(info['scopes'])}, access {info['access']}; "
+        "store it now, it is not shown again\n"
     )
 
 
@@ -273,29 +349,38 @@ def token_list(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Every token, newest first (never their secrets)."""
-    with service(writer=False) as svc:
-        tokens = svc.list_tokens(workspace)
+    tokens = _one(run("token_list", False, workspace=workspace))["tokens"]
     if json_out:
-        sys.stdout.write(json.dumps([t.payload() | {"active": t.active} for t in tokens], indent=2) + "\n")
+        sys.stdout.write(json.dumps(tokens, indent=2) + "\n")
         return
+    # Whole values when piped or redirected: rich would otherwise fit the table to 80 columns and
+    # cut them ("vie…"); a terminal gets the table fitted to its width.
     table = Table(title="Tokens")
     table.add_column("id", no_wrap=True, min_width=len("tok_") + 16)  # whole: it is what `revoke` takes
     for column in ("name", "kind", "workspace", "role", "scopes", "access", "expires", "status"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=not out.is_terminal)
     for t in tokens:
-        access = f"folders {','.join(t.folder_ids)}" if t.folder_ids else t.access
-        status = "revoked" if t.revoked_at else "active" if t.active else "expired"
-        expires = t.expires_at.strftime("%Y-%m-%d") if t.expires_at else "never"
-        table.add_row(t.token_id, t.name, t.kind, t.workspace_id, t.role, " ".join(t.scopes), access, expires, status)
-    out.print(table)
+        access = f"folders {','.join(t['folder_ids'])}" if t["folder_ids"] else t["access"]
+        status = "revoked" if t["revoked_at"] else "active" if t["active"] else "expired"
+        expires = t["expires_at"][:10] if t["expires_at"] else "never"
+        table.add_row(t["token_id"], t["name"], t["kind"], t["workspace_id"], t["role"], " ".join(t["scopes"]),
+                      access, expires, status)
+    if out.is_terminal:
+        out.print(table)
+    else:
+        Console(width=max(80, _table_width(table)), no_color=True).print(table)
+
+
+def _table_width(table: Table) -> int:
+    """The width that shows every cell whole."""
+    return Console(width=100_000).measure(table).maximum
 
 
 @token_app.command("revoke")
 def token_revoke(token_id: str = typer.Argument(..., help="The token's id (tok_…), from `rag token list`.")) -> None:
     """Revoke a token for good."""
-    with service(writer=True) as svc:
-        info = svc.revoke_token(token_id)
-    sys.stdout.write(f"revoked {info.token_id}\n")
+    revoked = _one(run("token_revoke", True, token_id=token_id))
+    sys.stdout.write(f"revoked {revoked['token_id']}\n")
 
 
 try:  # the evaluation commands live with the harness in evals/
@@ -308,14 +393,18 @@ except ImportError:  # pragma: no cover - an install without the harness
 
 # ----- moving a store to another deployment (rag/service/transfer.py) -----
 
-_TRANSFER_STAGES = {
-    "exporting": "exporting rows", "checking": "checking the archive", "loading": "loading rows",
-    "indexing": "indexing chunks",
+_STAGES = {
+    "reading": "reading files", "exporting": "exporting rows", "checking": "checking the archive",
+    "loading": "loading rows", "indexing": "indexing chunks",
 }
 
 
 @contextmanager
-def _transfer_progress(quiet: bool) -> Iterator:
+def _progress_bar(quiet: bool) -> Iterator:
+    """A progress callback that draws bars on standard error (`quiet`: gone when done, and none
+    at all unless standard error is a terminal)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=err, transient=quiet, disable=quiet and not err.is_terminal,
@@ -324,7 +413,7 @@ def _transfer_progress(quiet: bool) -> Iterator:
 
         def progress(stage: str, done: int, total: int) -> None:
             if stage not in tasks:
-                tasks[stage] = bar.add_task(_TRANSFER_STAGES.get(stage, stage), total=total)
+                tasks[stage] = bar.add_task(_STAGES.get(stage, stage), total=total)
             bar.update(tasks[stage], completed=done, total=total)
 
         yield progress
@@ -358,7 +447,7 @@ def export_store(
     to_stdout = file == "-"
     with service(writer=False) as svc:
         principal = Principal.local_admin(workspace or svc.settings.default_workspace)
-        with _transfer_progress(to_stdout) as progress:
+        with _progress_bar(to_stdout) as progress:
             report = svc.export_archive(
                 principal, sys.stdout.buffer if to_stdout else Path(file), kb or (), workspace, progress
             )
@@ -382,7 +471,7 @@ def import_store(
 
     with service(writer=True) as svc:
         principal = Principal.local_admin(svc.settings.default_workspace)
-        with _transfer_progress(json_out) as progress:
+        with _progress_bar(json_out) as progress:
             report = svc.import_archive(principal, file, progress)
     if json_out:
         sys.stdout.write(json.dumps(report.summary(), indent=2) + "\n")

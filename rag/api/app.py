@@ -23,7 +23,7 @@ import rag
 from rag.api.arguments import required_as_declared
 from rag.api.errors import CatchAll, install_error_handlers
 from rag.api.limits import BodyLimit, known_query_only
-from rag.api.routes import activity, chat, health, knowledge, nodes, tokens, versions
+from rag.api.routes import activity, chat, health, knowledge, local, nodes, tokens, uploads, versions
 from rag.service import KnowledgeService
 from rag.settings import LOCAL_EMBED_MODEL, Settings
 
@@ -81,11 +81,17 @@ def serving_process(settings: Settings) -> None:
     intra-op thread buys little; on a busy 2-core machine it costs a lot, since each of the model's
     parallel regions waits for a thread the OS has descheduled: on the handbook, warm search p50
     over HTTP was 514 ms with two threads and 34 ms with one, and throughput with 8 clients rose
-    (benchmarks/http_latency.py). Not done in create_app: tests share their process."""
-    if settings.embed_model == LOCAL_EMBED_MODEL:
+    (benchmarks/http_latency.py). Not done in create_app: tests share their process. On ONNX Runtime
+    (the default backend) queries run on one thread each, side by side, and document batches (ONNX,
+    or torch once a publish loads it) get one thread too unless RAG_EMBED__THREADS says otherwise."""
+    if settings.embed_model != LOCAL_EMBED_MODEL:
+        return
+    if settings.embed.backend == "torch":
         import torch
 
         torch.set_num_threads(1)
+    elif not settings.embed.threads:
+        settings.embed.threads = 1
 
 
 def create_worker_app() -> FastAPI:
@@ -95,9 +101,30 @@ def create_worker_app() -> FastAPI:
     return create_app(settings)
 
 
-def create_app(settings: Settings | None = None, *, service: KnowledgeService | None = None) -> FastAPI:
+def offline_docs(app: FastAPI) -> None:
+    """/docs from the Swagger UI files of the swagger-ui-bundle package, served here: FastAPI's own
+    page loads them from a CDN, and is blank on a machine without internet."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.mount("/docs/assets", StaticFiles(directory=str(swagger_ui_path)), name="swagger-ui")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> Any:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json", title="rag - Swagger UI",
+            swagger_js_url="/docs/assets/swagger-ui-bundle.js", swagger_css_url="/docs/assets/swagger-ui.css",
+            swagger_favicon_url="/docs/assets/favicon-32x32.png",
+        )
+
+
+def create_app(settings: Settings | None = None, *, service: KnowledgeService | None = None,
+               local_secret: str | None = None) -> FastAPI:
     """The app. With `service`, the caller owns it (`rag serve`, tests); without, the lifespan opens
-    one on `settings` (default: the environment) as the store's writer, and closes it at shutdown."""
+    one on `settings` (default: the environment) as the store's writer, and closes it at shutdown.
+    `local_secret`: the secret `rag serve` wrote in RAG_HOME, which lets the local CLI have this
+    server run its commands (/local, rag/api/routes/local.py); without it, /local refuses all."""
     mcp_http = _mcp_factory()
     mcp_app = _Deferred() if mcp_http is not None else None
 
@@ -121,9 +148,11 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
             app.state.service = None
 
     app = FastAPI(title="rag", version=rag.__version__, description=DESCRIPTION, lifespan=lifespan,
-                  dependencies=[Depends(known_query_only)])
+                  dependencies=[Depends(known_query_only)], docs_url=None, redoc_url=None)
+    app.state.local_secret = local_secret
     install_error_handlers(app)
-    for module in (health, knowledge, chat, nodes, versions, activity, tokens):
+    offline_docs(app)
+    for module in (health, knowledge, chat, nodes, versions, uploads, activity, tokens, local):
         app.include_router(module.router)
     app.openapi = lambda: required_as_declared(FastAPI.openapi(app))  # type: ignore[method-assign]
     if mcp_app is not None:
@@ -131,6 +160,7 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
         # on any path, and a bare mount would redirect `/mcp` to `/mcp/` first.
         app.add_route("/mcp", mcp_app, include_in_schema=False)
         app.mount("/mcp", mcp_app)
-    app.add_middleware(BodyLimit)
+    upload_settings = service.settings if service is not None else settings or Settings()
+    app.add_middleware(BodyLimit, paths=uploads.body_limits(upload_settings))
     app.add_middleware(CatchAll)  # added last, so it is the outermost of ours
     return app

@@ -3,6 +3,10 @@
 Embedded Chroma does not see another process's writes, so a second process would read stale
 vectors or overwrite the first one's. Readers take a shared lock, writers an exclusive one; the
 holder writes its pid and command line next to the lock so the refusal can name it.
+
+A server (`rag serve`) that holds the store also says where it listens, and writes a secret in a
+file only the owner of RAG_HOME can read (mode 0600): the local CLI reads both and has the server
+run its commands (rag/client.py), proving with the secret that it may act for RAG_HOME.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
 import sys
 from pathlib import Path
 
@@ -40,12 +45,13 @@ class HomeLock:
             return
         if self.exclusive:
             self._holder_file().unlink(missing_ok=True)
+            secret_file(self.home).unlink(missing_ok=True)
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
         self._fd = None
 
     def _holder_file(self) -> Path:
-        return self.home / "rag.lock.holder"
+        return holder_file(self.home)
 
     def _refusal(self, exclusive: bool) -> str:
         try:
@@ -58,3 +64,53 @@ class HomeLock:
             "process at a time: stop that process, use another RAG_HOME, or run the scale-out deployment "
             "(RAG_DATABASE_URL and RAG_CHROMA_URL) for several processes."
         )
+
+
+def holder_file(home: Path) -> Path:
+    return home / "rag.lock.holder"
+
+
+def secret_file(home: Path) -> Path:
+    return home / "rag.lock.secret"
+
+
+def announce_server(home: Path, url: str) -> str:
+    """Called by the server that holds the store exclusively: record where it listens, and make a
+    new secret (readable by the owner alone) that the local CLI proves itself with. Returns it."""
+    secret = "ragl_" + secrets.token_urlsafe(32)
+    path = secret_file(home)
+    path.unlink(missing_ok=True)  # O_EXCL below: never write into a file someone else prepared
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(secret)
+    holder = holder_file(home)
+    try:
+        record = json.loads(holder.read_text())
+    except (OSError, ValueError):
+        record = {"pid": os.getpid(), "command": " ".join(sys.argv)}
+    holder.write_text(json.dumps(record | {"url": url}))
+    return secret
+
+
+def running_server(home: Path) -> tuple[str, str] | None:
+    """(url, secret) of the server that holds the store, when one does and this user can read its
+    secret; None otherwise (nobody holds it, a one-shot command does, or the secret is not ours)."""
+    try:
+        fd = os.open(home / "rag.lock", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pass  # held exclusively: by a writer, perhaps a server
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+    try:
+        url = json.loads(holder_file(home).read_text())["url"]
+        secret = secret_file(home).read_text().strip()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (url, secret) if isinstance(url, str) and secret else None

@@ -12,7 +12,8 @@ from __future__ import annotations
 import secrets
 import time
 from datetime import timezone
-from typing import Any, Iterator
+from functools import partial
+from typing import Any, Callable, Iterator
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -33,7 +34,6 @@ router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"], responses=ERROR_RES
 # A chat app resends the whole conversation each turn; the rewrite of a follow-up reads the last
 # ten messages at most, so only those are passed on and a long chat never hits the history bound.
 HISTORY_WINDOW = 10
-NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 _STREAM_DOC = (
     "With `stream: true`: `data: <chat.completion.chunk>` events (the role, the answer's text, the `Sources:` "
     "lines, then an empty delta with `finish_reason: stop` and the extra field `sources`), then `data: [DONE]`. "
@@ -83,6 +83,18 @@ def conversation(messages: list[ChatMessage]) -> tuple[str, list[dict[str, str]]
     return messages[last].text(), history[::-1]
 
 
+def token_usage(model: str | None, messages: list[ChatMessage], completion: str) -> dict[str, int]:
+    """OpenAI's `usage`: the tokens of the messages as sent and of the content returned, counted with
+    the tokenizer of the configured model (RAG_LLM_MODEL) where litellm knows it, else with
+    litellm's default (OpenAI's cl100k_base), which is then an estimate. docs/api.md."""
+    from litellm import token_counter
+
+    sent = [{"role": m.role, "content": m.text()} for m in messages]
+    prompt = token_counter(model=model or "", messages=sent)
+    answered = token_counter(model=model or "", text=completion, count_response_tokens=True) if completion else 0
+    return {"prompt_tokens": prompt, "completion_tokens": answered, "total_tokens": prompt + answered}
+
+
 def _knowledge_base(svc: KnowledgeService, principal: Principal, model: str) -> KnowledgeBase:
     try:
         return svc.resolve_kb(principal, model)
@@ -117,30 +129,37 @@ def chat_completions(body: ChatCompletionRequest, svc: Service, principal: Calle
             "id": completion_id, "object": "chat.completion", "created": created, "model": body.model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
                          "finish_reason": "stop", "logprobs": None}],
-            "usage": NO_USAGE, "system_fingerprint": None, "sources": payload["sources"],
+            "usage": token_usage(svc.settings.llm_model, body.messages, text), "system_fingerprint": None,
+            "sources": payload["sources"],
         })
     events = _ask(svc.ask_stream, principal, question, kb_name=kb.name, history=history)
-    usage = bool(body.stream_options and body.stream_options.include_usage)
+    usage = None
+    if body.stream_options and body.stream_options.include_usage:
+        usage = partial(token_usage, svc.settings.llm_model, body.messages)
     head = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": body.model}
     return event_stream(guarded(_chunks(events, head, chars, usage), sse))
 
 
-def _chunks(events: Iterator[AnswerEvent], head: dict[str, Any], chars: int, usage: bool) -> Iterator[str]:
+def _chunks(events: Iterator[AnswerEvent], head: dict[str, Any], chars: int,
+            usage: Callable[[str], dict[str, int]] | None) -> Iterator[str]:
     def chunk(delta: dict[str, str], finish: str | None = None, **extra: Any) -> str:
         choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
         return sse(head | {"choices": [choice]} | extra)
 
     yield chunk({"role": "assistant", "content": ""})
+    content: list[str] = []  # what the client was sent, for `usage`
     for event in events:
         if event.kind == "delta" and event.text:
+            content.append(event.text)
             yield chunk({"content": event.text})
         elif event.kind == "done" and event.answer is not None:
             sources = event.answer.sources
             if sources:
-                yield chunk({"content": f"\n\n{sources_text(sources)}"})
+                content.append(f"\n\n{sources_text(sources)}")
+                yield chunk({"content": content[-1]})
             yield chunk({}, "stop", sources=[source_payload(s, chars) for s in sources])
-    if usage:
-        yield sse(head | {"choices": [], "usage": NO_USAGE})
+    if usage is not None:
+        yield sse(head | {"choices": [], "usage": usage("".join(content))})
     yield "data: [DONE]\n\n"
 
 
