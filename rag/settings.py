@@ -35,21 +35,55 @@ class IndexSettings(BaseModel):
         return self
 
 
-LANE_WEIGHTS = {"vector": 0.8, "text": 1.2}
+class EmbedSettings(BaseModel):
+    """How the packaged local model runs (rag/models/embed.py, rag/models/onnx_encoder.py)."""
+
+    backend: Literal["onnx", "torch"] = Field(
+        "onnx",
+        description="The local model's runtime for interactive calls (queries, an answer's sentences): ONNX Runtime "
+        "(the files exported at install; no torch at query time) or sentence-transformers on torch (then for "
+        "everything). Their fp32 vectors agree (cosine >= 0.99999), so they share the embedding cache and the "
+        "vector index.",
+    )
+    bulk_backend: Literal["torch", "onnx"] = Field(
+        "torch",
+        description="With the onnx backend, the runtime of background document embedding (publishing, repairs): "
+        "torch embeds 256-token passages faster than ONNX Runtime on one thread (benchmarks/embed_latency.py); onnx "
+        "keeps torch out of the process. Interactive calls (queries, an answer's sentences) use the backend.",
+    )
+    int8_queries: bool = Field(
+        True,
+        description="ONNX: queries through the dynamic int8 model (about 1.6x less CPU per query than fp32, cosine "
+        ">= 0.99 to it); documents always get fp32 vectors, so the cache and the vector index never mix the two.",
+    )
+    threads: int = Field(
+        0, ge=0, le=256,
+        description="Threads for document batches, on ONNX Runtime or torch (0: the runtime's default, one per "
+        "core; `rag serve` sets 1). An ONNX query always runs on one thread, so that concurrent queries run "
+        "side by side.",
+    )
+    onnx_dir: Path = Field(
+        default_factory=lambda: Path(platformdirs.user_cache_dir("rag", appauthor=False)) / "onnx",
+        description="Where the exported ONNX files live (written by `python -m rag.models.export_onnx`).",
+    )
+
+
+LANE_WEIGHTS = {"vector": 0.6, "text": 1.4}
 
 
 class RetrieveSettings(BaseModel):
     """The retriever stage: the search index's lanes, reciprocal rank fusion, the step after it."""
 
-    lanes: list[Literal["vector", "text"]] = Field(
+    lanes: list[Literal["vector", "text", "title"]] = Field(
         default_factory=lambda: ["vector", "text"], min_length=1,
         description="The lanes of the search index, in order (rag/retrieve/index.py builds them). A lane added "
         "to a store that has chunks is filled by the next writer that opens it.",
     )
     rrf_k: int = Field(60, ge=1)
-    # The default weights sum to 2, so first place in both lanes still scores 1/61 + 1/61. Vector 0.8
-    # (text 1.2) is the best on SciFact's train queries (evals/tune_fusion.py), for reciprocal rank
-    # fusion and for score fusion alike; the curve is flat from 0.5 to 1.0, see docs/benchmarks.md.
+    # The default weights sum to 2, so first place in both lanes still scores 1/61 + 1/61. Vector 0.6
+    # (text 1.4) with z-score fusion is the best mean of SciFact train nDCG@10 and the odd-numbered
+    # HotpotQA questions' share with both passages in the top 10 (evals/tune_fusion.py; issue 15 in
+    # docs/benchmarks.md); SciFact alone prefers 0.8, HotpotQA 0.5-0.6.
     weights: dict[str, float] = Field(
         default_factory=lambda: dict(LANE_WEIGHTS),
         description="How much each lane counts, by name: its weight in reciprocal rank fusion and in score fusion "
@@ -62,12 +96,25 @@ class RetrieveSettings(BaseModel):
         "lane's to 2 minus it, as before the weights mapping (a lane named in `weights` wins).",
     )
     rerank: Literal["scores", "none"] = Field(
-        "none",
-        description="The step after fusion: `none` keeps reciprocal rank fusion's order; `scores` orders the fused "
-        "candidates by the lanes' own scores, each standardised over the candidates (rag/retrieve/rerank.py; "
-        "better on SciFact and HotpotQA, but a word that only one chunk holds loses its weight, docs/benchmarks.md).",
+        "scores",
+        description="The step after fusion: `scores` (the default) orders the fused candidates by the lanes' own "
+        "scores, each normalised over the candidates (rag/retrieve/rerank.py; better than rank-only fusion on "
+        "SciFact and HotpotQA, docs/benchmarks.md); `none` keeps reciprocal rank fusion's order.",
+    )
+    score_norm: Literal["minmax", "zscore", "max"] = Field(
+        "zscore",
+        description="Score fusion: how each lane's scores are put on one scale over a query's candidates (min-max, "
+        "z-scores, or divided by the best with 0 as no match); a candidate a lane did not return gets the lane's "
+        "floor after normalisation (rag/retrieve/fusion.py).",
     )
     candidates: int = Field(100, ge=1, le=1000, description="Hits each lane contributes to fusion.")
+    per_document: int = Field(
+        2, ge=0, le=50,
+        description="At most this many excerpts of one document in the first `diversity_window` results of a "
+        "search (search_knowledge, /v1/search, search_knowledge_base), unless fewer documents match (0: no cap). "
+        "The excerpts held back follow, in their order. An answer's excerpts are not capped.",
+    )
+    diversity_window: int = Field(10, ge=1, le=100, description="How many first results `per_document` caps.")
     keyword_engine: Literal["tantivy", "fts5"] = Field(
         "tantivy",
         description="Keyword lane on the SQLite store: a tantivy index in home (fast at any size) or SQLite "
@@ -186,6 +233,7 @@ class Settings(BaseSettings):
         LOCAL_EMBED_MODEL,
         description="'local:all-MiniLM-L6-v2' (offline, packaged) or any litellm embedding model name.",
     )
+    embed: EmbedSettings = Field(default_factory=EmbedSettings)
     embed_cache: Path | None = Field(
         None, description="SQLite file caching embeddings by model and text; default: home/embeddings.sqlite."
     )
@@ -199,6 +247,10 @@ class Settings(BaseSettings):
     )
     default_workspace: str = "default"
     default_kb: str = "default"
+    upload_max_bytes: int = Field(
+        25 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024,
+        description="The largest file `POST /v1/uploads` takes, in bytes (a larger one is refused with 413).",
+    )
     index: IndexSettings = Field(default_factory=IndexSettings)
     retrieve: RetrieveSettings = Field(default_factory=RetrieveSettings)
 

@@ -15,6 +15,7 @@ operation to the part that owns it:
     tokens     rag/service/tokens.py      bearer tokens and who a caller is
     ingest     rag/service/ingest.py      directories and record corpora
     transfer   rag/service/transfer.py    export and import
+    originals  rag/service/originals.py   documents made from uploaded files, and versions' original files
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from rag.service.engines import Engines
 from rag.service.ingest import Ingest
 from rag.service.kb_search import KnowledgeBaseSearches
 from rag.service.nodes import NodeReads
+from rag.service.originals import Originals
 from rag.service.publish import Progress, Publisher
 from rag.service.publish_queue import PublishQueue, PublishWorker
 from rag.service.search import Search
@@ -107,6 +109,7 @@ class KnowledgeService:
         self.tokens = Tokens(db, settings, self.access, self.activity_log)
         self.ingest = Ingest(db, settings, self.access, self.activity_log, self.catalog, self.edits, self.publisher)
         self.transfer = Transfer(db, settings, self.access, self.activity_log, engines, self.publisher)
+        self.originals = Originals(db, settings, self.access, self.activity_log, self.edits)
 
     def _start_writer(self, publish_worker: bool) -> None:
         try:
@@ -181,6 +184,9 @@ class KnowledgeService:
     export_archive = forward("transfer")
     import_archive = forward("transfer")
 
+    upload_document = forward("originals")
+    get_document_original = forward("originals")
+
     def publish_pending(self, version_ids: list[int], progress: Progress | None = None) -> int:
         return self.publisher.publish(version_ids, progress)
 
@@ -196,6 +202,9 @@ class KnowledgeService:
         engines = self.__dict__.get("engines")
         if engines is not None:
             engines.close()
+        activity_log = self.__dict__.get("activity_log")
+        if activity_log is not None:  # the queued rows of searches (rag/service/activity.py)
+            activity_log.close()
         db = self.__dict__.get("db")
         if db is not None:
             db.close()

@@ -22,7 +22,7 @@ from rag.ingest.chunk import Chunker, ChunkSpec
 from rag.models.embed import Embedder, bulk_embedding
 from rag.retrieve.index import SearchIndex
 from rag.retrieve.lanes import ChunkSource
-from rag.retrieve.types import IndexRow
+from rag.retrieve.types import IndexRow, heading_text
 from rag.store.db import Database
 from rag.store.models import (
     ARCHIVED,
@@ -163,14 +163,14 @@ class Publisher:
         """Chunk the jobs' bodies (pure work: nothing is claimed or written yet)."""
         with self.db.session() as session:
             rows = session.execute(
-                select(DocumentVersion.id, DocumentVersion.body, Node.id, Node.kb_id)
+                select(DocumentVersion.id, DocumentVersion.body, DocumentVersion.pages, Node.id, Node.kb_id)
                 .join(Node, Node.id == DocumentVersion.node_id)
                 .where(DocumentVersion.id.in_(version_ids), DocumentVersion.status == PUBLISHING)
                 .order_by(DocumentVersion.id)
             ).all()
         pending = []
-        for version_id, body, node_id, kb_id in rows:
-            specs = self.chunker.chunk(body)
+        for version_id, body, pages, node_id, kb_id in rows:
+            specs = self.chunker.chunk(body, pages)
             pending.append(
                 _Pending(version_id, node_id, kb_id, specs, [s.indexed_text(self.contextual) for s in specs])
             )
@@ -226,6 +226,8 @@ class Publisher:
                     "heading_path": list(spec.heading_path),
                     "char_start": spec.char_start,
                     "char_end": spec.char_end,
+                    "page_start": spec.page_start,
+                    "page_end": spec.page_end,
                 }
                 for p in group
                 for i, spec in enumerate(p.specs)
@@ -233,7 +235,8 @@ class Publisher:
             if rows:
                 with self.db.session() as session:
                     ids = list(session.scalars(insert(Chunk).returning(Chunk.id, sort_by_parameter_order=True), rows))
-                    indexed = [IndexRow(i, t, r["kb_id"], r["node_id"]) for i, t, r in zip(ids, texts, rows)]
+                    indexed = [IndexRow(i, t, r["kb_id"], r["node_id"], heading_text(r["heading_path"]))
+                               for i, t, r in zip(ids, texts, rows)]
                     self.index.add(session, indexed, vectors, in_store=True)
                 # Chunk rows are committed before any index outside the store has them: such an
                 # index never holds a chunk the store does not, which is what lets another worker
@@ -354,7 +357,7 @@ class Publisher:
         if chunk_ids is not None:
             stmt = stmt.where(Chunk.id.in_(list(chunk_ids)))
         for row in session.execute(stmt).yield_per(2000):
-            yield IndexRow(row.id, self._indexed_text(row), row.kb_id, row.node_id)
+            yield IndexRow(row.id, self._indexed_text(row), row.kb_id, row.node_id, heading_text(row.heading_path))
 
     def _indexed_text(self, row) -> str:
         """A stored chunk's text as the lanes indexed it (with its heading path, when contextual)."""
