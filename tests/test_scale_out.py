@@ -149,11 +149,14 @@ WORKER = textwrap.dedent("""
 
 
 def test_a_publish_interrupted_by_a_killed_worker_is_finished_by_another(workers, scale_out, tmp_path):
-    first, _ = workers
+    first, second = workers
     doc = first.create_document(ADMIN, None, "Kiwi rota", BODY)
     first.publish_version(ADMIN, doc.node_id, 1)
     first.update_document(ADMIN, doc.node_id, edit(7))
-    first.publish_worker.close()  # this worker stands by until the other one is dead
+    # Both workers stand by until the process below is dead: a live poller could take the job
+    # between the moment the process marks it publishing and the moment it claims it.
+    first.publish_worker.close()
+    second.publish_worker.close()
     worker = subprocess.Popen(
         [sys.executable, "-c", WORKER, str(tmp_path / "worker-home"), scale_out.database_url,
          scale_out.chroma_url, doc.node_id],
