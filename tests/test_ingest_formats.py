@@ -57,6 +57,16 @@ def test_pdf_pages_columns_table_and_title() -> None:
     assert "### Abstract" in page[1]  # a heading from its type size
 
 
+def test_pdf_title_set_large_at_the_top_wherever_the_content_stream_puts_it() -> None:
+    # The report's title and month are drawn after its table, scaled by the text matrix (every font
+    # at size 1), on two lines; small table headings share the month's baseline.
+    parsed = parse("pdf/nics-firearm-checks-2015-11.pdf")
+    assert parsed.title == "NICS Firearm Background Checks November - 2015"
+    assert "Pre-Pawn Redemption" in parsed.body  # the headings beside it are kept, as text
+    # A section banner that the running header of the other pages repeats is not the title.
+    assert parse("pdf/federal-register-2020-17221.pdf").title == "Federal register 2020 17221"
+
+
 def test_pdf_outline_becomes_headings_on_their_pages() -> None:
     parsed = parse("pdf/nist-sp-800-63b.pdf")
     assert len(parsed.pages) == 78

@@ -33,7 +33,7 @@ from rag.retrieve.text import WORD, stems
 from rag.synthesize.citations import CitationStream
 from rag.synthesize.features import NEW_PART, asks_for, held_share, kind_score, question_parts, question_weights
 from rag.synthesize.sentences import sentences as excerpt_sentences
-from rag.synthesize.subject import DocFreq, Term, subject_coverage, subject_terms
+from rag.synthesize.subject import DocFreq, Term, asked_months, other_period, subject_coverage, subject_terms
 from rag.synthesize.types import ABSTENTION, Answer, AnswerEvent, question_text
 
 _MAX_ANSWER_CHARS = 1200
@@ -327,11 +327,15 @@ class ExtractiveSynthesizer:
                 added += 1
         return chosen
 
-    def covers_subject(self, terms: Sequence[Term], chosen: Sequence[Candidate], hits: Sequence[Hit]) -> bool:
-        """Do the chosen sentences (with their headings and titles) name what the question is about?"""
+    def covers_subject(self, terms: Sequence[Term], chosen: Sequence[Candidate], hits: Sequence[Hit],
+                       months: frozenset[str] = frozenset()) -> bool:
+        """Do the chosen sentences (with their headings and titles) name what the question is about,
+        and not another period than the months it asks about?"""
+        named = set().union(*(self._named(c, hits) for c in chosen))
+        if other_period(months, named):
+            return False
         if not terms or max(c.similarity for c in chosen) >= self.settings.subject_free_similarity:
             return True  # nothing named, or a sentence so close in meaning that other words say it
-        named = set().union(*(self._named(c, hits) for c in chosen))
         paraphrased = max(c.similarity for c in chosen) >= self.settings.paraphrase_similarity
         return subject_coverage(terms, named, paraphrased) >= self.settings.min_subject_coverage
 
@@ -347,7 +351,7 @@ class ExtractiveSynthesizer:
             return []
         terms: list[Term] = subject_terms(question, self.doc_freq, self.settings.subject_max_share)
         chosen = self.complete(terms, chosen, ranked, hits)
-        if not self.covers_subject(terms, chosen, hits):
+        if not self.covers_subject(terms, chosen, hits, asked_months(question)):
             return []
         return reading_order(chosen)
 

@@ -13,6 +13,10 @@ Each term weighs its rarity in the knowledge base (idf). An extractive answer wh
 something else, however similar it sounds: it is declined. A question about Pipenv answered from
 a page that never names Pipenv, or names it only in a list of links the answer does not quote,
 is not covered.
+
+A question that asks about a month ("in Texas in December 2015": a month and its year, no day) asks
+about that period: an answer whose sentences, headings and titles state another month and never that one (the
+November report for a December question) is about another period, and is declined too.
 """
 
 from __future__ import annotations
@@ -146,3 +150,26 @@ def subject_coverage(terms: Sequence[Term], text_stems: Iterable[str], paraphras
     held = set(text_stems)
     total = sum(t.weight for t in terms)
     return sum(t.weight for t in terms if t.stems <= held or (paraphrased and t.kind == "rare")) / total
+
+
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december")
+_MONTH = "|".join(m.capitalize() for m in _MONTHS)
+# A month as a period: the month and its year, no day ("December 2015", "in May 2002"). A day makes it
+# a date, which in a question mostly tells which person or event is meant ("born 22 October 1930"),
+# not the period the answer must be about.
+_PERIOD = re.compile(rf"\b({_MONTH})\s+(?:of\s+)?\d{{4}}\b")
+_DAY_BEFORE = re.compile(r"\b\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?$")
+MONTH_STEMS = frozenset(porter_stem(m) for m in _MONTHS)
+
+
+def asked_months(question: str) -> frozenset[str]:
+    """The stems of the months the question asks about as periods (a month and its year, no day)."""
+    return frozenset(porter_stem(m.group(1).lower()) for m in _PERIOD.finditer(question)
+                     if not _DAY_BEFORE.search(question[: m.start()]))
+
+
+def other_period(months: frozenset[str], text_stems: set[str]) -> bool:
+    """Do the answer's words state another month and none of the months asked?"""
+    stated = (text_stems & MONTH_STEMS) - {porter_stem("may")}  # "may" is a verb far more often
+    return bool(months) and bool(stated) and not months & text_stems

@@ -13,8 +13,10 @@ heading belongs to page 1.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, defaultdict
+from typing import NamedTuple
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
@@ -61,27 +63,66 @@ def _outline(pdf: pdfium.PdfDocument) -> dict[int, list[tuple[int, str]]]:
     return entries
 
 
-def _page_lines(pdf: pdfium.PdfDocument, index: int) -> list[tuple[str, float]]:
-    """The page's lines (text, font size of its first character), text outside the page box left out."""
+class Line(NamedTuple):
+    text: str
+    size: float  # the type size as set on the page: font size times the text matrix's scale
+    top: float  # the top of its first character, in points from the bottom of the page
+
+
+def _size(textpage: pdfium.PdfTextPage, index: int) -> float:
+    """Font size times the scale of the character's matrix (a PDF may set every font at size 1
+    and scale it with the text matrix)."""
+    size = pdfium_c.FPDFText_GetFontSize(textpage.raw, index)
+    matrix = pdfium_c.FS_MATRIX()
+    if pdfium_c.FPDFText_GetMatrix(textpage.raw, index, matrix):
+        scale = math.sqrt(abs(matrix.a * matrix.d - matrix.b * matrix.c))
+        if scale > 0:
+            size *= scale
+    return float(size)
+
+
+def _runs(textpage: pdfium.PdfTextPage, raw_line: str, start: int, count: int) -> list[tuple[str, int]]:
+    """A text line split where the type size changes by more than a fifth between words (PDFium
+    joins text that shares a baseline: a large title beside small table headings), as (text, index
+    of its first character)."""
+    runs: list[tuple[str, int]] = []
+    size = 0.0
+    for match in re.finditer(r"\S+", raw_line):
+        index = start + match.start()
+        word_size = _size(textpage, index) if index < count else 0.0
+        if runs and size and word_size and max(word_size, size) <= min(word_size, size) * 1.2:
+            _, first = runs[-1]
+            runs[-1] = (raw_line[first - start: match.end()], first)
+            continue
+        runs.append((match.group(0), index))
+        size = word_size
+    return runs
+
+
+def _page_lines(pdf: pdfium.PdfDocument, index: int) -> tuple[list[Line], float]:
+    """The page's lines and its height; text outside the page box left out."""
     page = pdf[index]
     textpage = page.get_textpage()
     try:
+        height = float(page.get_height())
         if not textpage.get_text_bounded().strip():
-            return []  # nothing visible (text drawn off the page, or none at all)
+            return [], height  # nothing visible (text drawn off the page, or none at all)
         text = textpage.get_text_range()
-        lines: list[tuple[str, float]] = []
+        count = textpage.count_chars()
+        lines: list[Line] = []
         offset = 0
         for raw_line in text.split("\r\n"):
             start = offset
             offset += len(raw_line) + 2
-            line = raw_line.replace("\ufffe", "").replace("\x02", "").strip()
-            if not line:
-                continue
-            lead = start + (len(raw_line) - len(raw_line.lstrip()))
-            size = pdfium_c.FPDFText_GetFontSize(textpage.raw, lead) if lead < textpage.count_chars() else 0.0
-            line = _LEADER.sub(" … ", " ".join(line.split()))  # dot leaders of a table or contents line
-            lines.append((line, float(size)))
-        return lines
+            for run, first in _runs(textpage, raw_line, start, count):
+                line = run.replace("\ufffe", "").replace("\x02", "").strip()
+                if not line:
+                    continue
+                size = _size(textpage, first) if first < count else 0.0
+                top = textpage.get_charbox(first, loose=True)[3] if first < count else 0.0
+                line = _LEADER.sub(" … ", " ".join(line.split()))  # dot leaders of a table or contents line
+                lines.append(Line(line, size, float(top)))
+        return lines, height
     finally:
         textpage.close()
         page.close()
@@ -90,7 +131,7 @@ def _page_lines(pdf: pdfium.PdfDocument, index: int) -> list[tuple[str, float]]:
 class _Headings:
     """Which lines are headings: outline titles found on their page, else clearly larger type."""
 
-    def __init__(self, outline: dict[int, list[tuple[int, str]]], pages: list[list[tuple[str, float]]]) -> None:
+    def __init__(self, outline: dict[int, list[tuple[int, str]]], pages: list[list[Line]]) -> None:
         self.outline = outline
         levels = Counter(level for entries in outline.values() for level, _ in entries)
         self.base = min(levels, default=0)
@@ -98,19 +139,19 @@ class _Headings:
             self.base += 1  # one entry above all the others: the document's own title
         sizes: Counter = Counter()
         for lines in pages:
-            for text, size in lines:
+            for text, size, _ in lines:
                 sizes[round(size * 2) / 2] += len(text)
         self.body_size = sizes.most_common(1)[0][0] if sizes else 0.0
         big = sorted({s for s in sizes if self.body_size and s >= self.body_size * 1.25}, reverse=True)
         self.size_level = {size: min(2 + i, 4) for i, size in enumerate(big)}
 
-    def for_page(self, index: int, lines: list[tuple[str, float]]) -> dict[int, int]:
+    def for_page(self, index: int, lines: list[Line]) -> dict[int, int]:
         """line number -> Markdown heading level."""
         if self.outline:
             return self._from_outline(self.outline.get(index, []), lines)
         return self._from_sizes(lines)
 
-    def _from_outline(self, entries: list[tuple[int, str]], lines: list[tuple[str, float]]) -> dict[int, int]:
+    def _from_outline(self, entries: list[tuple[int, str]], lines: list[Line]) -> dict[int, int]:
         found: dict[int, int] = {}
         cursor = 0
         for level, title in entries:
@@ -122,16 +163,35 @@ class _Headings:
                     break
         return found
 
-    def title_line(self, lines: list[tuple[str, float]]) -> int | None:
-        """The line of the first page set in the largest heading type, near its top: the title."""
+    def title_lines(self, pages: list[list[Line]], height: float) -> list[int]:
+        """The title: the first page's topmost line set in the largest heading type, in the top
+        quarter of the page wherever the content stream puts it, with the lines of that type right
+        below it (a title on two lines); a running header (a line most other pages repeat) is not
+        one. Empty when the PDF has an outline or no such line."""
         if self.outline:
-            return None
-        found = self._from_sizes(lines[:4])
-        return next((i for i, level in sorted(found.items()) if level == 2), None)
+            return []
+        lines, others = pages[0], pages[1:]
 
-    def _from_sizes(self, lines: list[tuple[str, float]]) -> dict[int, int]:
+        def running_header(text: str) -> bool:  # in a line of most other pages ("... / Proposed Rules 47699")
+            text = _norm(text)
+            return bool(others) and sum(any(text in _norm(line.text) for line in page) for page in others) * 2 >= len(others)
+
+        largest = [i for i, level in self._from_sizes(lines).items()
+                   if level == 2 and lines[i].top >= height * 0.75 and not running_header(lines[i].text)]
+        if not largest:
+            return []
+        chosen = [max(largest, key=lambda i: lines[i].top)]
+        while True:
+            last = lines[chosen[-1]]
+            below = [i for i in largest if i not in chosen and 0 < last.top - lines[i].top <= last.size * 1.6
+                     and abs(lines[i].size - last.size) <= last.size * 0.05]
+            if not below:
+                return sorted(chosen)
+            chosen.append(max(below, key=lambda i: lines[i].top))
+
+    def _from_sizes(self, lines: list[Line]) -> dict[int, int]:
         found: dict[int, int] = {}
-        for i, (text, size) in enumerate(lines):
+        for i, (text, size, _) in enumerate(lines):
             level = self.size_level.get(round(size * 2) / 2)
             if level and 2 <= len(text) <= 120 and re.search(r"[A-Za-z]{2}", text) and not text.endswith((",", ";")):
                 found[i] = level
@@ -144,7 +204,7 @@ def _is_row(text: str) -> bool:
     return len(tokens) >= 4 and sum(bool(_NUMERIC_TOKEN.match(t)) for t in tokens) >= len(tokens) * 0.4
 
 
-def _page_markdown(lines: list[tuple[str, float]], headings: dict[int, int]) -> str:
+def _page_markdown(lines: list[Line], headings: dict[int, int]) -> str:
     blocks: list[str] = []
     paragraph: list[str] = []
 
@@ -153,7 +213,7 @@ def _page_markdown(lines: list[tuple[str, float]], headings: dict[int, int]) -> 
             blocks.append("\n".join(paragraph))
             paragraph.clear()
 
-    for i, (text, _size) in enumerate(lines):
+    for i, (text, _size, _top) in enumerate(lines):
         if i in headings:
             close()
             previous = blocks[-1] if blocks else ""
@@ -196,19 +256,20 @@ def parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
         if count > MAX_PAGES:
             raise UnreadableFile(f"a PDF of {count} pages, more than the {MAX_PAGES} this service reads")
         try:
-            pages = [_page_lines(pdf, i) for i in range(count)]
+            read = [_page_lines(pdf, i) for i in range(count)]
         except pdfium.PdfiumError:
             raise UnreadableFile("a damaged PDF: a page of it cannot be read") from None
-        if sum(len(t) for lines in pages for t, _ in lines) > MAX_CHARS:
+        pages = [lines for lines, _ in read]
+        if sum(len(line.text) for lines in pages for line in lines) > MAX_CHARS:
             raise UnreadableFile("a PDF whose text is larger than this service reads")
         if not any(pages):
             raise UnreadableFile("a PDF with no extractable text (scanned or image-only); OCR is not supported")
         headings = _Headings(_outline(pdf), pages)
         title = _title(pdf, None)
-        line = headings.title_line(pages[0]) if title is None else None
-        if line is not None:  # the title set large on the first page becomes the document's heading
-            title = pages[0][line][0]
-            pages[0] = pages[0][:line] + pages[0][line + 1:]
+        found = headings.title_lines(pages, read[0][1]) if title is None else []
+        if found:  # the title set large on the first page becomes the document's heading
+            title = " ".join(pages[0][i].text for i in found)
+            pages[0] = [line for i, line in enumerate(pages[0]) if i not in found]
         title = title or fallback_title
     finally:
         pdf.close()
