@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import socket
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -124,6 +125,36 @@ def test_a_file_over_the_limit_is_refused_with_413(api):
         assert refused.status_code == 413
         assert refused.json()["error"] | {"param": None} == {"message": message, "type": "invalid_request_error",
                                                              "code": "file_too_large", "param": None}
+    assert stored(api.svc) == before
+
+
+def test_an_unknown_caller_is_refused_before_the_file_is_sent(api):
+    """The 401 comes back while the client has sent only the headers and the first kilobyte of a
+    declared upload just under the limit: the server did not wait for (or read) the rest."""
+    host, port = api.url.removeprefix("http://").split(":")
+    boundary = "rag-test-boundary"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.md\"\r\n"
+            "Content-Type: text/markdown\r\n\r\n").encode()
+    declared = LIMIT  # inside the whole request's limit: BodyLimit lets it through to the app
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall((f"POST /v1/uploads HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer not-a-token\r\n"
+                      f"Content-Type: multipart/form-data; boundary={boundary}\r\n"
+                      f"Content-Length: {declared}\r\n\r\n").encode() + head + b"a" * 1024)
+        answer = conn.recv(65536).decode("latin-1")  # the rest of the body is never sent
+    assert answer.startswith("HTTP/1.1 401"), answer[:200]
+    assert "invalid or expired token" in answer
+
+
+def test_a_form_without_its_file_or_with_a_bad_field_is_refused_with_422(api):
+    before = stored(api.svc)
+    with api.client("editor") as editor:
+        no_file = editor.post("/v1/uploads", data={"name": "No file"})
+        bad_flag = upload(editor, "x.md", NOTE.encode(), publish="perhaps")
+        unknown = upload(editor, "x.md", NOTE.encode(), colour="blue")
+    assert no_file.status_code == bad_flag.status_code == unknown.status_code == 422
+    assert no_file.json()["error"]["param"] == "file"
+    assert bad_flag.json()["error"]["param"] == "publish"
+    assert unknown.json()["error"]["param"] == "colour"
     assert stored(api.svc) == before
 
 

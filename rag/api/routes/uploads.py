@@ -8,10 +8,16 @@ before it is read (BodyLimit, rag/api/limits.py, with the upload limit for this 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import APIRouter, File, Form, UploadFile
+from fastapi import APIRouter, Depends, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 
 from rag.api.auth import Caller, Service
 from rag.api.errors import ERROR_RESPONSES, error_response
@@ -34,25 +40,76 @@ def body_limits(settings: Settings) -> dict[str, tuple[int, str, str]]:
     return {UPLOAD_PATH: (limit + FORM_OVERHEAD_BYTES, too_large_message(limit), FileTooLarge.code)}
 
 
+class UploadFields(BaseModel):
+    """The form's fields beside the file."""
+
+    model_config = ConfigDict(extra="forbid")
+    parent_id: str | None = Field(None, description="The folder it goes into; default as for create_document.")
+    name: str | None = Field(None, description="The document's name; default: the file's title.")
+    summary: str | None = Field(None, description="An optional summary (at most 4,000 characters).")
+    publish: bool = Field(False, description="Publish version 1 at once (as publish_document_version).")
+
+
+_FORM_SCHEMA = {
+    "type": "object",
+    "required": ["file"],
+    "properties": {
+        "file": {"type": "string", "format": "binary",
+                 "description": "The file: .pdf, .html, .docx, .md or .txt (its name's extension says which)."},
+        **UploadFields.model_json_schema()["properties"],
+    },
+    "additionalProperties": False,
+}
+
+
+@dataclass
+class UploadForm:
+    file: UploadFile
+    fields: UploadFields
+
+
+async def read_upload_form(request: Request) -> UploadForm:
+    """The multipart form, read only once the caller is known: FastAPI reads a File() or Form()
+    body before it resolves any dependency, so an anonymous client could make the server take in
+    a whole upload before its 401. The endpoint declares the caller first, then this."""
+    try:
+        form = await request.form(max_files=1, max_fields=len(UploadFields.model_fields) + 1)
+    except (MultiPartException, HTTPException) as exc:  # Starlette turns the first into the second
+        reason = exc.message if isinstance(exc, MultiPartException) else exc.detail
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("body",), "msg": f"the multipart form cannot be read: {reason}"}]
+        ) from None
+    file = form.get("file")
+    values = {key: value for key, value in form.multi_items() if key != "file"}
+    errors = []
+    if not isinstance(file, UploadFile):
+        errors.append({"type": "missing", "loc": ("body", "file"), "msg": "Field required"})
+    try:
+        fields = UploadFields.model_validate(values)
+    except ValidationError as exc:
+        errors += [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+    if errors:
+        raise RequestValidationError(errors)
+    return UploadForm(file, fields)
+
+
 @router.post(UPLOAD_PATH.removeprefix("/v1"), response_model=CreatedDocument, status_code=201,
-             operation_id="upload_document", summary="Create a document from a file (multipart upload)")
+             operation_id="upload_document", summary="Create a document from a file (multipart upload)",
+             openapi_extra={"requestBody": {"required": True,
+                                            "content": {"multipart/form-data": {"schema": _FORM_SCHEMA}}}})
 def upload_document(
     svc: Service,
-    principal: Caller,
-    file: Annotated[UploadFile, File(description="The file: .pdf, .html, .docx, .md or .txt (its name's "
-                                                 "extension says which).")],
-    parent_id: Annotated[str | None, Form(description="The folder it goes into; default as for create_document.")] = None,
-    name: Annotated[str | None, Form(description="The document's name; default: the file's title.")] = None,
-    summary: Annotated[str | None, Form(description="An optional summary (at most 4,000 characters).")] = None,
-    publish: Annotated[bool, Form(description="Publish version 1 at once (as publish_document_version).")] = False,
+    principal: Caller,  # before the form: an unknown caller is refused before the body is read
+    form: Annotated[UploadForm, Depends(read_upload_form)],
 ) -> JSONResponse:
     """Version 1 is the file's text as Markdown, a draft unless `publish` is true; the file itself
     is kept as that version's original. A file the parser cannot read is refused (400, naming the
     file), and nothing is written."""
     limit = svc.settings.upload_max_bytes
-    data = file.file.read(limit + 1)  # one byte past the limit is enough to refuse it
+    data = form.file.file.read(limit + 1)  # one byte past the limit is enough to refuse it
+    f = form.fields
     try:
-        made = svc.upload_document(principal, file.filename, data, parent_id, name, summary, None, publish)
+        made = svc.upload_document(principal, form.file.filename, data, f.parent_id, f.name, f.summary, None, f.publish)
     except FileTooLarge as exc:
         return error_response(413, exc.message, exc.code)
     return JSONResponse(made.payload(), status_code=201)
