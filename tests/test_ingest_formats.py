@@ -193,6 +193,9 @@ def test_search_and_ask_cite_the_pdf_page(office) -> None:
     first = answer.sources[0]
     assert first.source == f"fs:{TWO_COLUMN}" and [h.page for h in first.hits][0] == 3
     assert "338,424" in answer.text
+    documents = [d.payload() for d in svc.search_documents(admin, FINLAND, 5)]  # the MCP tool's results
+    assert documents[0]["page"] == 3 and "338,424" in documents[0]["excerpt"]
+    assert all("page" not in d for d in documents if d["name"] != "Two-Column Document with Lorem Ipsum")
 
 
 def test_the_api_carries_the_page_in_json_and_on_a_line_of_its_own(office) -> None:

@@ -65,7 +65,7 @@ class NodeReads:
         chars = self.settings.retrieve.excerpt_chars
         return [
             DocumentHit(h.node_id, h.title, h.kb_id, h.version, round(h.score, 6), list(h.retrievers),
-                        list(h.heading_path), h.excerpt(chars))
+                        list(h.heading_path), h.excerpt(chars), h.page)
             for h in hits
         ]
 

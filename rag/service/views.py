@@ -126,6 +126,13 @@ class DocumentHit(View):
     retrievers: list[str]
     heading_path: list[str]
     excerpt: str
+    page: int | None = None  # a PDF's 1-based physical page the excerpt lies on; absent otherwise
+
+    def payload(self) -> dict[str, Any]:
+        data = super().payload()
+        if data["page"] is None:
+            del data["page"]  # as in search_knowledge: only a PDF excerpt has a page
+        return data
 
 
 @dataclass
