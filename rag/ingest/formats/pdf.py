@@ -85,9 +85,17 @@ def _runs(textpage: pdfium.PdfTextPage, raw_line: str, start: int, count: int) -
     """A text line split where the type size changes by more than a fifth between words (PDFium
     joins text that shares a baseline: a large title beside small table headings), as (text, index
     of its first character)."""
+    words = list(re.finditer(r"\S+", raw_line))
+    if not words:
+        return []
+    first, last = start + words[0].start(), start + words[-1].start()
+    if last < count:  # one size from its first word to its last: one run (nearly every line; cheap)
+        a, b = _size(textpage, first), _size(textpage, last)
+        if a and b and max(a, b) <= min(a, b) * 1.2:
+            return [(raw_line[words[0].start():], first)]
     runs: list[tuple[str, int]] = []
     size = 0.0
-    for match in re.finditer(r"\S+", raw_line):
+    for match in words:
         index = start + match.start()
         word_size = _size(textpage, index) if index < count else 0.0
         if runs and size and word_size and max(word_size, size) <= min(word_size, size) * 1.2:
