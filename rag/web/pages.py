@@ -383,8 +383,8 @@ def publish(request: Request, node_id: str, number: int, verb: str, csrf: str = 
 # ----- asking -----
 
 @router.get("/ask")
-def ask_form(request: Request) -> HTMLResponse:
-    return Caller(request).show("ask.html", answer=None, query="", kb="")
+def ask_form(request: Request, kb: str | None = None) -> HTMLResponse:
+    return Caller(request).show("ask.html", answer=None, query="", kb=kb or "")
 
 
 @router.post("/ask")

@@ -11,9 +11,13 @@ function csrfToken() {
 
 function setStatus(number, status) {
   const cell = document.querySelector('[data-status-of="' + number + '"]');
-  if (cell) {
-    cell.textContent = status;
-    cell.className = "status " + status;
+  if (!cell) return;
+  cell.textContent = status;
+  cell.className = "status " + status;
+  // A button that no longer applies goes: publish is for drafts, rollback for archived versions.
+  for (const form of cell.closest("tr").querySelectorAll("form.js-publish")) {
+    const verb = form.action.endsWith("/publish") ? "draft" : "archived";
+    form.hidden = status !== verb && status !== "publishing";
   }
 }
 
@@ -104,6 +108,18 @@ function renderSources(list, sources) {
     lanes.className = "lanes";
     lanes.textContent = s.lanes.join(", ");
     item.append(a, score, lanes);
+    if (s.excerpts.length > 1) {
+      const excerpts = document.createElement("ul");
+      s.excerpts.forEach((e, i) => {
+        const li = document.createElement("li");
+        const link = document.createElement("a");
+        link.href = e.link;
+        link.textContent = "excerpt " + (i + 1) + (e.heading ? ": " + e.heading : "");
+        li.append(link);
+        excerpts.append(li);
+      });
+      item.append(excerpts);
+    }
     list.append(item);
   }
 }
@@ -179,6 +195,4 @@ function enhanceAsking() {
 document.addEventListener("DOMContentLoaded", () => {
   enhancePublishing();
   enhanceAsking();
-  const mark = document.getElementById("hl");
-  if (mark) mark.scrollIntoView({ block: "center" });
 });
