@@ -290,8 +290,15 @@ def test_a_write_without_the_csrf_token_is_refused(site: Site) -> None:
     assert site.svc.node_info(Principal.local_admin("default"), site.ids["folder"]).name == "travel-and-leave"
 
 
-def test_usable_at_320_pixels(site: Site) -> None:
+def test_usable_by_keyboard_and_at_320_pixels(site: Site) -> None:
+    from selenium.webdriver.common.keys import Keys
+
     site.sign_in("editor")
+    site.open(f"/documents/{site.ids['leave']}")
+    site.css("body").send_keys(Keys.TAB)
+    assert site.driver.execute_script("return document.activeElement.textContent") == "Skip to content"
+    site.driver.switch_to.active_element.send_keys(Keys.ENTER)
+    site.wait(lambda d: d.current_url.endswith("#main"), "the skip link followed")
     site.driver.set_window_size(320, 900)
     try:
         site.open(f"/documents/{site.ids['leave']}")

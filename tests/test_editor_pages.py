@@ -4,6 +4,7 @@ tests/test_editor_browser.py runs the same pages in Chromium."""
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 from typing import Iterator
@@ -61,7 +62,7 @@ def page_csrf(client: TestClient, path: str = "/") -> str:
 
 
 def flashes(client: TestClient, path: str) -> list[str]:
-    return re.findall(r'class="flash (?:ok|error)"[^>]*>([^<]*)<', client.get(path).text)
+    return [html.unescape(m) for m in re.findall(r'class="flash (?:ok|error)"[^>]*>([^<]*)<', client.get(path).text)]
 
 
 def test_pages_need_a_session_and_the_cookie_is_httponly_strict(world: World) -> None:
@@ -181,3 +182,50 @@ def test_a_span_is_highlighted_inside_the_rendered_document() -> None:
     assert '<h2><mark id="hl">Annual leave</mark></h2>' in html  # still a heading: the mark starts after `## `
     assert "<p><mark>You earn four hours.</mark>" in html and "<p>Unrelated.</p>" in html
     assert render(body, (5, 2)) == render(body) and render(body, (0, 10_000)).count("<mark") == 4
+
+
+def test_folders_and_documents_are_made_renamed_moved_and_deleted_from_their_pages(world: World) -> None:
+    client = client_for(world, "editor")
+    csrf = page_csrf(client)
+    made = client.post(f"/folders/{world.folder}/folders", data={"name": "Forms", "csrf": csrf})
+    folder = made.headers["location"].rsplit("/", 1)[1]
+    assert made.headers["location"] == f"/folders/{folder}" and "Forms" in client.get(made.headers["location"]).text
+    again = client.post(f"/folders/{world.folder}/folders", data={"name": "forms", "csrf": csrf})
+    assert flashes(client, again.headers["location"]) == ["a node named 'forms' already exists in this folder"]
+    doc = client.post(f"/folders/{folder}/documents", data={"name": "Leave form", "content": "# Form\n", "csrf": csrf})
+    doc_id = doc.headers["location"].rsplit("/", 1)[1]
+    page = client.get(doc.headers["location"]).text
+    assert '<span class="status draft" data-status-of="1">draft</span>' in page and "<h1>Form</h1>" in page
+    client.post(f"/nodes/{doc_id}/rename", data={"kind": "document", "name": "Leave request", "csrf": csrf})
+    assert flashes(client, f"/documents/{doc_id}") == ["renamed to 'Leave request'"]
+    client.post(f"/nodes/{doc_id}/move", data={"kind": "document", "parent_id": world.folder, "csrf": csrf})
+    assert world.svc.node_info(Principal.local_admin("default"), doc_id).parent_id == world.folder
+    draft = client.post(f"/documents/{doc_id}/draft", data={"content": "# Form v2\n", "csrf": csrf})
+    assert draft.headers["location"] == f"/documents/{doc_id}?version=2"
+    assert "<h1>Form v2</h1>" in client.get(draft.headers["location"]).text
+    gone = client.post(f"/nodes/{folder}/delete", data={"kind": "folder", "csrf": csrf})
+    assert gone.headers["location"] == "/" and flashes(client, "/") == ["deleted (0 documents, 1 folders)"]
+    client.post(f"/nodes/{doc_id}/delete", data={"kind": "document", "csrf": csrf})
+    assert client.get(f"/documents/{doc_id}").status_code == 404
+
+
+def test_text_colours_meet_wcag_aa_contrast() -> None:
+    """Every text colour of the style sheet on the background it is used on: at least 4.5:1."""
+    css = (Path(__file__).resolve().parents[1] / "rag" / "web" / "static" / "editor.css").read_text()
+    colour = dict(re.findall(r"--([a-z]+): (#[0-9a-f]{6})", css))
+
+    def luminance(hex_colour: str) -> float:
+        channels = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        r, g, b = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    def ratio(fg: str, bg: str) -> float:
+        high, low = sorted((luminance(fg), luminance(bg)), reverse=True)
+        return (high + 0.05) / (low + 0.05)
+
+    pairs = [(colour[fg], colour[bg]) for fg, bg in [("fg", "bg"), ("link", "bg"), ("muted", "bg"), ("ok", "soft"),
+                                                     ("err", "soft"), ("link", "soft"), ("fg", "mark")]]
+    pairs += [("#ffffff", "#17324d"), ("#ffffff", "#5a2d82"), ("#ffffff", "#0b4f9c"), ("#7a4a00", "#ffffff"),
+              ("#0a4a22", "#e6f6ea"), ("#7c1414", "#fde8e8")]  # header, badge, buttons, publishing, diff lines
+    assert all(hex_colour in css for pair in pairs[7:] for hex_colour in pair if hex_colour != "#ffffff")
+    assert min(ratio(fg, bg) for fg, bg in pairs) >= 4.5
