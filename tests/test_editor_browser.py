@@ -114,7 +114,7 @@ class Site:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+def site(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Site]:
     driver = _browser_or_skip()
     root = tmp_path_factory.mktemp("editor")
     pages = build_home(root)
@@ -149,7 +149,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
                 svc.wait_for_publishing(120)
     finally:
         driver.quit()
-        print(f"\nscreenshots of the editor's steps: {SHOTS}")
+        capture = request.config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled():  # on the terminal although output is captured: CI's log shows it
+            print(f"\nscreenshots of the editor's steps: {SHOTS}")
 
 
 def test_sign_in_with_a_persons_token_only(site: Site) -> None:
