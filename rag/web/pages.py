@@ -23,7 +23,7 @@ from fastapi.templating import Jinja2Templates
 from rag.api.auth import get_service
 from rag.api.errors import status_of
 from rag.api.sse import guarded, sse
-from rag.errors import InvalidArgument, PermissionDenied, RagError
+from rag.errors import InvalidArgument, PermissionDenied, RagError, Unauthenticated
 from rag.service import KnowledgeService, Principal
 from rag.service.review import is_agent_actor
 from rag.synthesize.types import Answer, AnswerEvent
@@ -98,7 +98,7 @@ class Caller:
             raise SignInNeeded()
         try:
             self.principal: Principal = self.svc.authenticate(self.session.secret)
-        except RagError:  # revoked or expired since: the session is over
+        except Unauthenticated:  # revoked or expired since: the session is over
             store(request).end(self.session.id)
             raise SignInNeeded() from None
         if self.principal.is_agent:
@@ -307,13 +307,6 @@ def drafts(request: Request, kb: str | None = None) -> HTMLResponse:
 
 # ----- writing: each form posts here, and the page it came from shows what happened -----
 
-def _back(request: Request, fallback: str) -> str:
-    """Where a form returns: the page it was on (same origin only), else the node's page."""
-    referer = request.headers.get("referer") or ""
-    origin = f"{request.url.scheme}://{request.url.netloc}/"
-    return "/" + referer[len(origin):] if referer.startswith(origin) else fallback
-
-
 @router.post("/folders/{node_id}/folders")
 def create_folder(request: Request, node_id: str, name: str = Form(""), csrf: str = Form("")) -> Response:
     caller = Caller(request)
@@ -370,7 +363,7 @@ def publish(request: Request, node_id: str, number: int, verb: str, csrf: str = 
         return caller.show("error.html", 404, message="not found")
     op = caller.svc.publish_document_version if verb == "publish" else caller.svc.rollback_document_version
     if "application/json" not in (request.headers.get("accept") or ""):
-        return caller.act(csrf, _back(request, f"/documents/{node_id}"), lambda: op(caller.principal, node_id, number),
+        return caller.act(csrf, f"/documents/{node_id}", lambda: op(caller.principal, node_id, number),
                           lambda info: f"version {number}: {info.status}")
     try:
         caller.check_csrf(request.headers.get("x-csrf-token") or csrf)
