@@ -2,9 +2,9 @@
 reload the page (an answer streaming in, a publish turning `published`).
 
 Every page calls the same service methods as the HTTP API, with the principal of the person's token;
-the service decides what may be seen and done, and a refusal shows the service's own message. No
-rule about access is written here: the only checks are the editor's own (a session, its CSRF
-token, a person's token rather than an agent's).
+the service decides what may be seen and done (and that the editor is for people: an agent's token
+opens no session), and a refusal shows the service's own message. No rule about access is written
+here: the only check of the editor's own is the CSRF token every write carries.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from rag.api.sse import guarded, sse
 from rag.errors import InvalidArgument, PermissionDenied, RagError, Unauthenticated
 from rag.service import KnowledgeService, Principal
 from rag.service.review import is_agent_actor
+from rag.service.sessions import SIGNED_OUT, OpenSession
 from rag.synthesize.types import Answer, AnswerEvent
 from rag.web.markdown import render
-from rag.web.sessions import COOKIE, Session, SessionStore
 
 log = logging.getLogger("rag.web")
 
@@ -62,19 +62,14 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY", "Cache-Control": "no-store",
 }
 SIGNIN_COOKIE = "rag_signin"  # the sign-in form's own CSRF value (there is no session yet)
-AGENT_REFUSED = "this is an agent's token: the editor is for people; sign in with a person's token"
+COOKIE = "rag_session"  # the session's random id: HttpOnly, SameSite=Strict
 CSRF_REFUSED = "the form's CSRF token is missing or wrong; reload the page and try again"
-SIGNED_OUT = "sign in with a person's token"
 
 router = APIRouter(include_in_schema=False)
 
 
 class SignInNeeded(Exception):
     """No session (or its token no longer works): the page sends the browser to sign in."""
-
-
-def store(request: Request) -> SessionStore:
-    return request.app.state.web_sessions
 
 
 def secure_cookie(request: Request) -> bool:
@@ -93,20 +88,14 @@ class Caller:
     def __init__(self, request: Request) -> None:
         self.request = request
         self.svc: KnowledgeService = get_service(request)
-        self.session: Session | None = store(request).get(request.cookies.get(COOKIE))
-        if self.session is None:
-            raise SignInNeeded()
         try:
-            self.principal: Principal = self.svc.authenticate(self.session.secret)
-        except Unauthenticated:  # revoked or expired since: the session is over
-            store(request).end(self.session.id)
+            self.session: OpenSession = self.svc.editor_session(request.cookies.get(COOKIE))
+        except Unauthenticated:  # none, over, or its token revoked or expired since
             raise SignInNeeded() from None
-        if self.principal.is_agent:
-            raise SignInNeeded()
+        self.principal: Principal = self.session.principal
 
     def context(self, **more: Any) -> dict[str, Any]:
-        assert self.session is not None
-        return {"me": self.principal, "csrf": self.session.csrf, "flashes": self.session.take_flashes(),
+        return {"me": self.principal, "csrf": self.session.csrf, "flashes": self.svc.take_flashes(self.session),
                 "kbs": self._kbs(), **more}
 
     def _kbs(self) -> list[Any]:
@@ -122,39 +111,38 @@ class Caller:
         return self.show("error.html", status_of(exc), message=exc.message)
 
     def check_csrf(self, sent: str | None) -> None:
-        assert self.session is not None
         if not self.session.csrf_ok(sent):
             raise PermissionDenied(CSRF_REFUSED)
 
     def act(self, csrf: str | None, back: str, action: Callable[[], Any], done: Callable[[Any], str]) -> Response:
         """A form's write: checked for CSRF, done through the service (`action`), then `done(result)`:
         a path to go to, or a message to show on `back`. A refusal shows the service's own message."""
-        assert self.session is not None
         try:
             self.check_csrf(csrf)
             result = action()
         except RagError as exc:
             if exc.message == CSRF_REFUSED:
                 return self.show("error.html", 403, message=exc.message)
-            self.session.flash("error", exc.message)
+            self.flash("error", exc.message)
             return RedirectResponse(back, 303)
         after = done(result)
         if after.startswith("/"):
             return RedirectResponse(after, 303)
-        self.session.flash("ok", after)
+        self.flash("ok", after)
         return RedirectResponse(back, 303)
 
+    def flash(self, kind: str, message: str) -> None:
+        self.svc.flash(self.session.id, kind, message)
+
     def flash_then(self, kind: str, message: str, path: str) -> str:
-        assert self.session is not None
-        self.session.flash(kind, message)
+        self.flash(kind, message)
         return path
 
 
 def install(app: Any) -> None:
-    """The editor at `/`, its assets at `/static`, its session store on the app."""
+    """The editor at `/`, its assets at `/static`."""
     from fastapi.staticfiles import StaticFiles
 
-    app.state.web_sessions = SessionStore()
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="web-static")
 
@@ -170,48 +158,41 @@ def install(app: Any) -> None:
 
 @router.get("/signin")
 def signin_form(request: Request) -> HTMLResponse:
-    value = secrets.token_urlsafe(24)
-    response = page(request, "signin.html", {"signin_csrf": value, "error": None, "me": None, "flashes": []})
-    response.set_cookie(SIGNIN_COOKIE, value, max_age=600, httponly=True, samesite="strict",
-                        secure=secure_cookie(request), path="/signin")
-    return response
+    return _signin_again(request, None)
 
 
 @router.post("/signin")
 def signin(request: Request, token: str = Form(""), csrf: str = Form("")) -> Response:
     expected = request.cookies.get(SIGNIN_COOKIE) or ""
-    error = None
-    principal = None
     if not expected or not secrets.compare_digest(expected.encode(), csrf.encode()):
-        error = CSRF_REFUSED
-    else:
-        try:
-            principal = get_service(request).authenticate(token.strip())
-        except RagError as exc:
-            error = exc.message
-        if principal is not None and principal.is_agent:
-            error = AGENT_REFUSED
-    if error is not None:
-        value = secrets.token_urlsafe(24)
-        response = page(request, "signin.html", {"signin_csrf": value, "error": error, "me": None, "flashes": []},
-                        401 if error != CSRF_REFUSED else 403)
-        response.set_cookie(SIGNIN_COOKIE, value, max_age=600, httponly=True, samesite="strict",
-                            secure=secure_cookie(request), path="/signin")
-        return response
-    store(request).end(request.cookies.get(COOKIE))
-    session = store(request).create(token.strip())
+        return _signin_again(request, CSRF_REFUSED, 403)
+    svc = get_service(request)
+    try:
+        opened = svc.open_session(token.strip())  # the service refuses an agent's token
+    except RagError as exc:
+        return _signin_again(request, exc.message, 401)
+    svc.close_session(request.cookies.get(COOKIE))  # a new id at each sign-in
     response = RedirectResponse("/", 303)
-    response.set_cookie(COOKIE, session.id, httponly=True, samesite="strict", secure=secure_cookie(request), path="/")
+    response.set_cookie(COOKIE, opened.id, httponly=True, samesite="strict", secure=secure_cookie(request), path="/")
     response.delete_cookie(SIGNIN_COOKIE, path="/signin")
+    return response
+
+
+def _signin_again(request: Request, error: str | None, status: int = 200) -> HTMLResponse:
+    """The sign-in form, with its own CSRF value in a short-lived cookie (there is no session yet)."""
+    value = secrets.token_urlsafe(24)
+    response = page(request, "signin.html", {"signin_csrf": value, "error": error, "me": None, "flashes": []}, status)
+    response.set_cookie(SIGNIN_COOKIE, value, max_age=600, httponly=True, samesite="strict",
+                        secure=secure_cookie(request), path="/signin")
     return response
 
 
 @router.post("/signout")
 def signout(request: Request, csrf: str = Form("")) -> Response:
     caller = Caller(request)
-    if not caller.session or not caller.session.csrf_ok(csrf):
+    if not caller.session.csrf_ok(csrf):
         return caller.show("error.html", 403, message=CSRF_REFUSED)
-    store(request).end(caller.session.id)
+    caller.svc.close_session(caller.session.id)
     response = RedirectResponse("/signin", 303)
     response.delete_cookie(COOKIE, path="/")
     return response
@@ -390,7 +371,7 @@ def ask(request: Request, query: str = Form(""), kb: str = Form(""), csrf: str =
     except RagError as exc:
         if exc.message == CSRF_REFUSED:
             return caller.show("error.html", 403, message=exc.message)
-        caller.session.flash("error", exc.message)  # type: ignore[union-attr]
+        caller.flash("error", exc.message)
         return caller.show("ask.html", answer=None, query=query, kb=kb)
     return caller.show("ask.html", answer=answer_payload(answer), query=query, kb=kb)
 
