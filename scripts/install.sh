@@ -16,6 +16,12 @@ if [ "${1:-}" = "--test" ] && ! command -v docker-compose >/dev/null 2>&1 && ! d
     echo "installing docker-compose (the command line only) for the tests"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
 fi
+# --test: and Chromium with its WebDriver, which the editor's end-to-end tests drive headless
+# (tests/test_editor_browser.py, through Selenium and /usr/bin/chromedriver; nothing is downloaded at run time).
+if [ "${1:-}" = "--test" ] && { [ ! -x /usr/bin/chromedriver ] || ! command -v chromium >/dev/null 2>&1; }; then
+    echo "installing chromium and chromium-driver for the editor's browser tests"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
 
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then

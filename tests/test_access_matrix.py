@@ -406,6 +406,7 @@ def check_admin_reads(m: Matrix, caller: Caller, http: Http, out: Findings) -> N
                 out.check(row["target"] in caller.visible, f"http activity {at}", f"shows {row}")
             if row["outcome"] == "ok":
                 out.check(not leaks(row, banned), f"http activity {at}", f"leaks {leaks(row, banned)} in {row}")
+    check_review_reads(m, caller, http, out, banned)
     tokens = http.client.get("/v1/tokens")
     allowed = caller.role == "admin" and not caller.agent and caller.access == "all"
     if out.check(tokens.status_code == (200 if allowed else 403), f"http tokens {at}", str(tokens.status_code)) \
@@ -413,6 +414,34 @@ def check_admin_reads(m: Matrix, caller: Caller, http: Http, out: Findings) -> N
         rows = tokens.json()
         out.check({r["workspace_id"] for r in rows} == {caller.ws}, f"http tokens {at}", "lists another workspace")
         out.check(not leaks(rows, banned), f"http tokens {at}", f"leaks {leaks(rows, banned)}")
+
+
+def check_review_reads(m: Matrix, caller: Caller, http: Http, out: Findings, banned: set[str]) -> None:
+    """The reviewer's reads (rag/service/review.py): drafts and a node's history for editors and
+    admins, a difference between versions for any reader; never anything outside the access, and a
+    hidden id answers as a missing one."""
+    at, client = caller.name, http.client
+    reviewer = caller.role != "viewer" and caller.access != "none"
+    drafts = client.get("/v1/drafts")
+    if out.check(drafts.status_code == (200 if reviewer else 403), f"http drafts {at}", str(drafts.status_code)) \
+            and reviewer:
+        out.check(all(row["node_id"] in caller.visible for row in drafts.json()), f"http drafts {at}", drafts.text)
+        out.check(not leaks(drafts.json(), banned), f"http drafts {at}", f"leaks {leaks(drafts.json(), banned)}")
+    documents = [i for i in caller.visible if m.world.nodes[i].kind == "document"]
+    hidden = [i for i in (hidden_targets(m.world, caller) if caller.access != "none" else [])
+              if m.world.nodes[i].kind == "document"]
+    for node_id in documents[:1] + hidden + [MISSING_ID]:
+        seen = node_id in caller.visible
+        diff = client.get(f"/v1/documents/{node_id}/diff", params={"from_version": 1, "to_version": 1})
+        expected = 200 if seen else 404 if caller.access != "none" else 403
+        out.check(diff.status_code == expected, f"http diff {at} {node_id}", f"{diff.status_code} {diff.text[:200]}")
+        history = client.get(f"/v1/nodes/{node_id}/activity")
+        expected = (200 if seen else 404) if reviewer else 403
+        out.check(history.status_code == expected, f"http node activity {at} {node_id}", str(history.status_code))
+        if history.status_code == 200:
+            out.check(not leaks(history.json(), banned), f"http node activity {at}", history.text[:300])
+        elif history.status_code == 404:
+            out.check(history.json()["error"]["message"] == "not found", f"http node activity {at}", history.text)
 
 
 @pytest.mark.parametrize("who", [c.name for c in CALLERS])

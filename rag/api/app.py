@@ -23,7 +23,7 @@ import rag
 from rag.api.arguments import required_as_declared
 from rag.api.errors import CatchAll, install_error_handlers
 from rag.api.limits import BodyLimit, known_query_only
-from rag.api.routes import activity, chat, health, knowledge, local, nodes, tokens, uploads, versions
+from rag.api.routes import activity, chat, health, knowledge, local, nodes, review, tokens, uploads, versions
 from rag.service import KnowledgeService
 from rag.settings import LOCAL_EMBED_MODEL, Settings
 
@@ -152,7 +152,7 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
     app.state.local_secret = local_secret
     install_error_handlers(app)
     offline_docs(app)
-    for module in (health, knowledge, chat, nodes, versions, uploads, activity, tokens, local):
+    for module in (health, knowledge, chat, nodes, versions, review, uploads, activity, tokens, local):
         app.include_router(module.router)
     app.openapi = lambda: required_as_declared(FastAPI.openapi(app))  # type: ignore[method-assign]
     if mcp_app is not None:
@@ -160,6 +160,9 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
         # on any path, and a bare mount would redirect `/mcp` to `/mcp/` first.
         app.add_route("/mcp", mcp_app, include_in_schema=False)
         app.mount("/mcp", mcp_app)
+    from rag.web import install as install_editor
+
+    install_editor(app)  # the knowledge base editor at `/` (rag/web/), after every other route
     upload_settings = service.settings if service is not None else settings or Settings()
     app.add_middleware(BodyLimit, paths=uploads.body_limits(upload_settings))
     app.add_middleware(CatchAll)  # added last, so it is the outermost of ours

@@ -219,11 +219,18 @@ class ActivityLog:
                 return list(session.scalars(stmt.limit(limit)))
             rows = (row for row in session.scalars(stmt.execution_options(yield_per=500)) if row.target in visible)
             shown = [row for _, row in zip(range(limit), rows)]
-        # A row's detail may name another node (the folder something was made in): out of scope, none.
         return [
             Activity(id=row.id, workspace_id=row.workspace_id, actor=row.actor, action=row.action, target=row.target,
-                     outcome=row.outcome, created_at=row.created_at, detail=None if row.detail is None else {
-                         key: None if isinstance(value, str) and value.startswith("n_") and value not in visible
-                         else value for key, value in row.detail.items()})
+                     outcome=row.outcome, created_at=row.created_at, detail=shown_detail(row.detail, visible))
             for row in shown
         ]
+
+
+def shown_detail(detail: dict[str, Any] | None, visible: set[str] | None) -> dict[str, Any] | None:
+    """A row's detail as a folder-scoped caller sees it (`visible`: the node ids it may see; None,
+    the whole workspace): it may name another node (the folder something was made in), which an
+    out-of-scope caller is shown as none."""
+    if detail is None or visible is None:
+        return detail
+    return {key: None if isinstance(value, str) and value.startswith("n_") and value not in visible else value
+            for key, value in detail.items()}

@@ -47,6 +47,7 @@ TOP_K_DEFAULT, TOP_K_MAX = 6, 50  # search_knowledge_base's `top_k`: enforced, w
 DOCUMENTS_LIMIT_DEFAULT, DOCUMENTS_LIMIT_MAX = 10, 25  # search_documents
 NAMES_LIMIT_DEFAULT, NAMES_LIMIT_MAX = 25, 100  # search_nodes_by_name
 ACTIVITY_LIMIT_DEFAULT, ACTIVITY_LIMIT_MAX = 100, 1000
+DRAFTS_LIMIT_DEFAULT, DRAFTS_LIMIT_MAX = 100, 1000  # list_drafts
 MAX_TOKEN_NAME_CHARS = 200
 MAX_EXPIRY_DAYS = 3650
 
@@ -300,6 +301,25 @@ ACTIVITY = Operation("activity", (
     integer("limit", f"Maximum rows, 1 to {ACTIVITY_LIMIT_MAX}.", maximum=ACTIVITY_LIMIT_MAX,
             default=ACTIVITY_LIMIT_DEFAULT),
 ))
+
+# ----- reviewing (the editor, rag/web/; rag/service/review.py) -----
+
+LIST_DRAFTS = Operation("list_drafts", (
+    Arg("kb", "string", "The knowledge base, by name (`default`, the default one, when left out).",
+        min_length=1, max_length=MAX_NAME_CHARS),
+    integer("limit", f"Maximum drafts, 1 to {DRAFTS_LIMIT_MAX}.", maximum=DRAFTS_LIMIT_MAX,
+            default=DRAFTS_LIMIT_DEFAULT),
+))
+DIFF_VERSIONS = Operation("diff_versions", (
+    DOCUMENT_ID,
+    integer("from_version", "The older side's 1-based version number.", required=True),
+    integer("to_version", "The newer side's 1-based version number.", required=True),
+))
+DOCUMENT_ACTIVITY = Operation("document_activity", (
+    NODE_ID,
+    integer("limit", f"Maximum rows, 1 to {ACTIVITY_LIMIT_MAX}.", maximum=ACTIVITY_LIMIT_MAX,
+            default=ACTIVITY_LIMIT_DEFAULT),
+))
 CREATE_TOKEN = Operation("create_token", (
     Arg("role", "string", "The role in the workspace.", required=True, enum=ROLES),
     Arg("scopes", "array", "knowledge:read is always granted; add knowledge:write to allow writing.", default=(),
@@ -326,5 +346,5 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     LIST_CHILDREN, GET_FOLDER_TREE, SEARCH_NODES_BY_NAME, GET_ROOT_NODES, GET_CURRENT_NODE, CREATE_DOCUMENT,
     UPDATE_DOCUMENT, PUBLISH_DOCUMENT_VERSION, ROLLBACK_DOCUMENT_VERSION, RENAME_DOCUMENT, DELETE_DOCUMENT,
     CREATE_FOLDER, RENAME_FOLDER, DELETE_FOLDER, MOVE_NODE, SET_SUMMARY, SET_METADATA, ACTIVITY, CREATE_TOKEN,
-    REVOKE_TOKEN, LIST_TOKENS,
+    REVOKE_TOKEN, LIST_TOKENS, LIST_DRAFTS, DIFF_VERSIONS, DOCUMENT_ACTIVITY,
 )}

@@ -16,6 +16,8 @@ operation to the part that owns it:
     ingest     rag/service/ingest.py      directories and record corpora
     transfer   rag/service/transfer.py    export and import
     originals  rag/service/originals.py   documents made from uploaded files, and versions' original files
+    review     rag/service/review.py      drafts awaiting review, differences between versions, a node's history
+    sessions   rag/service/sessions.py    the editor's sessions: signing in, the CSRF token, messages
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from rag.service.nodes import NodeReads
 from rag.service.originals import Originals
 from rag.service.publish import Progress, Publisher
 from rag.service.publish_queue import PublishQueue, PublishWorker
+from rag.service.review import Review
 from rag.service.search import Search
+from rag.service.sessions import EditorSessions
 from rag.service.tokens import Tokens
 from rag.service.transfer import Transfer
 from rag.settings import Settings
@@ -110,6 +114,8 @@ class KnowledgeService:
         self.ingest = Ingest(db, settings, self.access, self.activity_log, self.catalog, self.edits, self.publisher)
         self.transfer = Transfer(db, settings, self.access, self.activity_log, engines, self.publisher)
         self.originals = Originals(db, settings, self.access, self.activity_log, self.edits)
+        self.review = Review(db, self.access, self.activity_log)
+        self.sessions = EditorSessions(db, self.tokens, self.activity_log)
 
     def _start_writer(self, publish_worker: bool) -> None:
         try:
@@ -186,6 +192,18 @@ class KnowledgeService:
 
     upload_document = forward("originals")
     get_document_original = forward("originals")
+
+    list_drafts = forward("review")
+    diff_versions = forward("review")
+    document_activity = forward("review")
+    version_authors = forward("review")
+    node_info = forward("review")
+
+    open_session = forward("sessions")
+    editor_session = forward("sessions", "session")
+    flash = forward("sessions")
+    take_flashes = forward("sessions")
+    close_session = forward("sessions")
 
     def publish_pending(self, version_ids: list[int], progress: Progress | None = None) -> int:
         return self.publisher.publish(version_ids, progress)

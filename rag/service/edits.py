@@ -102,7 +102,7 @@ class NodeEdits:
             folder = self._add_node(session, principal, parent, FOLDER, name, summary, metadata)
         return NodeInfo.of(folder)
 
-    @recorded("create_document", detail=("parent_id",))
+    @recorded("create_document", detail=("parent_id",), after=lambda made: {"version_number": made.version_number})
     def create_document(self, principal: Principal, parent_id: str | None, name: str, content: str,
                         summary: str | None = None, metadata: dict[str, Any] | None = None) -> CreatedDocument:
         """A new document whose content is a draft (version 1), not searchable until published; its
@@ -120,7 +120,7 @@ class NodeEdits:
 
     # ----- versions -----
 
-    @recorded("update_document", target="node_id")
+    @recorded("update_document", target="node_id", after=lambda made: {"version_number": made.version_number})
     def update_document(self, principal: Principal, node_id: str, content: str) -> VersionInfo:
         """Replace the body as a new draft version (numbered after the newest). The published
         version stays live until a draft is published. Every edit is kept: concurrent edits, from

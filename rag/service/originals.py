@@ -142,7 +142,7 @@ class Originals:
         self.activity = activity
         self.edits = edits
 
-    @recorded("upload_document", detail=("parent_id", "publish"))
+    @recorded("upload_document", detail=("parent_id", "publish"), after=lambda made: {"version_number": 1})
     def upload_document(self, principal: Principal, filename: str, data: bytes, parent_id: str | None = None,
                         name: str | None = None, summary: str | None = None,
                         metadata: dict[str, Any] | None = None, publish: bool = False) -> CreatedDocument:

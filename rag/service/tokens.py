@@ -13,7 +13,7 @@ import logging
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -149,9 +149,17 @@ class Tokens:
         same answer, so it never tells whether a token existed."""
         if not isinstance(secret, str) or not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
             raise Unauthenticated(INVALID_TOKEN)
+        return self._principal(ApiToken.secret_hash == _hash(secret))
+
+    def authenticate_token_id(self, token_id: str) -> Principal:
+        """The principal of a token the server itself holds the id of (an editor session, made by
+        signing in with the secret: rag/service/sessions.py), under the same rules as authenticate."""
+        return self._principal(ApiToken.id == token_id)
+
+    def _principal(self, which: Any) -> Principal:
         now = utcnow()
         with self.db.session() as session:
-            token = session.scalar(select(ApiToken).where(ApiToken.secret_hash == _hash(secret)))
+            token = session.scalar(select(ApiToken).where(which))
             if token is None or token.revoked_at is not None or (token.expires_at and _aware(token.expires_at) <= now):
                 raise Unauthenticated(INVALID_TOKEN)
             who = session.get(PrincipalRecord, token.principal_id)

@@ -180,3 +180,56 @@ class Deleted(View):
     kind: str
     documents: int  # documents removed (a folder's whole subtree)
     folders: int
+
+
+@dataclass
+class DraftInfo(View):
+    """list_drafts: a draft awaiting review, and who wrote it (an agent or a person)."""
+
+    node_id: str
+    name: str
+    kb_id: str
+    path: str
+    version_number: int
+    published_version: int | None
+    created_at: datetime
+    author: str | None  # as the activity history names the caller; None for a version made by ingestion
+    author_is_agent: bool
+
+
+@dataclass
+class VersionDiff(View):
+    """diff_versions: a unified difference (`---`/`+++` header, `@@` hunks, lines starting with
+    ` `, `-` or `+`) from one version to another."""
+
+    node_id: str
+    from_version: int
+    from_status: str
+    to_version: int
+    to_status: str
+    added: int
+    removed: int
+    lines: list[str]
+    truncated: bool = False
+
+
+@dataclass
+class NodeActivityEntry(View):
+    id: int
+    created_at: datetime
+    actor: str
+    actor_is_agent: bool
+    action: str
+    outcome: str
+    detail: dict[str, Any] | None
+
+
+@dataclass
+class DocumentActivity(View):
+    """document_activity: a node's history, newest first, and its citation count."""
+
+    node_id: str
+    name: str
+    kind: str
+    citation_count: int
+    entries: list[NodeActivityEntry]

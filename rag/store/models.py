@@ -231,3 +231,18 @@ class ApiToken(Base):
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class EditorSession(Base):
+    """A person signed in to the editor (rag/web/, rag/service/sessions.py): kept in the store, so
+    every worker and replica knows it. The cookie holds a random id; only its SHA-256 is kept here,
+    with the token it was opened with (never the token's secret)."""
+
+    __tablename__ = "editor_sessions"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_id: Mapped[str] = mapped_column(ForeignKey("tokens.id", ondelete="CASCADE"), index=True)
+    csrf: Mapped[str] = mapped_column(String(64))
+    flashes: Mapped[list[list[str]] | None] = mapped_column(JSON, nullable=True)  # [kind, message] to show next
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
