@@ -12,8 +12,10 @@ cd "$(dirname "$0")/.."
 
 action="${1:?usage: test-servers.sh start|stop DIR}"
 dir="${2:?usage: test-servers.sh start|stop DIR}"
-PG_PORT="${PG_PORT:-55432}"
-CHROMA_PORT="${CHROMA_PORT:-58000}"
+# Free ports unless given: another run's servers (another checkout, a helper's tests) may hold the usual ones.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+PG_PORT="${PG_PORT:-$(free_port)}"
+CHROMA_PORT="${CHROMA_PORT:-$(free_port)}"
 
 bindir=$(dirname "$(ls /usr/lib/postgresql/*/bin/initdb | sort -V | tail -1)")
 as_postgres=()
