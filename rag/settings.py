@@ -204,7 +204,8 @@ class AnswerSettings(BaseModel):
     subject_free_similarity: float = Field(
         0.75, ge=-1.0, le=1.0,
         description="Extractive: an answer sentence this similar to the question answers it whatever words "
-        "it uses (the subject rule is not applied).",
+        "it uses (the subject rule is not applied), unless the question names an identifier (Pipfile.lock, "
+        "pytest-cov, PyInstaller): no other words say one.",
     )
     paraphrase_similarity: float = Field(
         0.6, ge=-1.0, le=1.0,

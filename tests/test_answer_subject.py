@@ -204,6 +204,22 @@ def test_multi_word_identifier_counts_only_with_every_word() -> None:
     assert subject_coverage(found, stems("The cov plugin of pytest reports coverage.")) == 1.0
 
 
+def test_an_identifier_is_said_only_with_its_words_together() -> None:
+    found = terms("How do I convert a Pipfile.lock to uv?", {"pipfil": 0, "lock": 5})
+    lock = [found["Pipfile.lock"]]
+    scattered = "Each Pipfile lists packages. The lock file pins them."
+    assert subject_coverage(lock, stems(scattered)) == 1.0  # every word is there, apart
+    assert subject_coverage(lock, stems(scattered), text=scattered) == 0.0
+    together = "Convert the Pipfile.lock first."
+    assert subject_coverage(lock, stems(together), text=together) == 1.0
+
+
+def test_only_what_code_writes_is_an_identifier() -> None:
+    found = terms("Does PyInstaller read a Pipfile.lock on Heroku next Monday?",
+                  {"pyinstal": 0, "pipfil": 0, "lock": 5, "heroku": 1, "mondai": 2})
+    assert {t.text for t in found.values() if t.identifier} == {"PyInstaller", "Pipfile.lock"}
+
+
 def test_coverage_weighs_a_rare_term_more() -> None:
     found = terms("Can Docker images run on Heroku?", {"docker": 30, "heroku": 1})
     assert len(found) == 2

@@ -304,8 +304,13 @@ class ExtractiveSynthesizer:
                 chosen.append(best)
         return _with_parts(chosen, parts, limit)
 
+    @staticmethod
+    def _said(c: Candidate, hits: Sequence[Hit]) -> str:
+        """What a sentence says with what it stands under: its document's title and its heading."""
+        return f"{hits[c.excerpt - 1].title} {c.context} {c.text} {c.attachment}"
+
     def _named(self, c: Candidate, hits: Sequence[Hit]) -> set[str]:
-        return stems(f"{hits[c.excerpt - 1].title} {c.context} {c.text} {c.attachment}")
+        return stems(self._said(c, hits))
 
     def complete(self, terms: Sequence[Term], chosen: list[Candidate], ranked: Sequence[Candidate],
                  hits: Sequence[Hit]) -> list[Candidate]:
@@ -334,10 +339,14 @@ class ExtractiveSynthesizer:
         named = set().union(*(self._named(c, hits) for c in chosen))
         if other_period(months, named):
             return False
-        if not terms or max(c.similarity for c in chosen) >= self.settings.subject_free_similarity:
-            return True  # nothing named, or a sentence so close in meaning that other words say it
-        paraphrased = max(c.similarity for c in chosen) >= self.settings.paraphrase_similarity
-        return subject_coverage(terms, named, paraphrased) >= self.settings.min_subject_coverage
+        if not terms:
+            return True
+        closest = max(c.similarity for c in chosen)
+        if closest >= self.settings.subject_free_similarity and not any(t.identifier for t in terms):
+            return True  # a sentence so close in meaning that other words say it (an identifier never is)
+        paraphrased = closest >= self.settings.paraphrase_similarity
+        text = " ".join(self._said(c, hits) for c in chosen)
+        return subject_coverage(terms, named, paraphrased, text) >= self.settings.min_subject_coverage
 
     def compose(self, question: str | Query, hits: Sequence[Hit]) -> list[Candidate]:
         """The sentences of the answer in reading order; empty: decline."""

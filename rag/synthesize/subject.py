@@ -48,6 +48,16 @@ class Term:
     weight: float = 1.0  # its rarity in the knowledge base (idf)
     kind: str = "name"  # "name" (identifier, capitalised name) or "rare" (a word general English lacks)
 
+    @property
+    def identifier(self) -> bool:
+        """Written as code writes names ("Pipfile.lock", "pytest-cov", "PyInstaller"): no other words say it."""
+        return bool(_INNER_MARK.search(self.text) or _INNER_CAPITAL.search(self.text))
+
+    @property
+    def phrase(self) -> str:
+        """An identifier's words, stemmed, in order ("poetri dynam version"); one word for any other term."""
+        return " ".join(porter_stem(w) for w in WORD.findall(self.text.lower()) if w not in STOPWORDS)
+
 
 @lru_cache(maxsize=1)
 def lexicon() -> frozenset[str]:
@@ -141,15 +151,26 @@ def subject_terms(question: str, doc_freq: DocFreq | None, max_share: float) -> 
     return terms
 
 
-def subject_coverage(terms: Sequence[Term], text_stems: Iterable[str], paraphrased: bool = False) -> float:
+def subject_coverage(terms: Sequence[Term], text_stems: Iterable[str], paraphrased: bool = False,
+                     text: str | None = None) -> float:
     """The share of the terms' weight whose every word the text holds (1.0 when there are none).
     `paraphrased`: the answer is close enough in meaning that a word the knowledge base never uses
-    ("monorepo" for a workspace) counts as said in other words; a name never does."""
+    ("monorepo" for a workspace) counts as said in other words; a name never does. `text`: an
+    identifier of several words counts only where they stand together, in its order
+    ("poetry-dynamic-versioning" is not said by "poetry", "dynamic" and "version" in three sentences)."""
     if not terms:
         return 1.0
     held = set(text_stems)
+    phrases = " ".join(porter_stem(w) for w in WORD.findall(text.lower())) if text is not None else None
+
+    def said(t: Term) -> bool:
+        if not t.stems <= held:
+            return False
+        phrase = t.phrase
+        return phrases is None or " " not in phrase or f" {phrase} " in f" {phrases} "
+
     total = sum(t.weight for t in terms)
-    return sum(t.weight for t in terms if t.stems <= held or (paraphrased and t.kind == "rare")) / total
+    return sum(t.weight for t in terms if said(t) or (paraphrased and t.kind == "rare")) / total
 
 
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
