@@ -106,7 +106,10 @@ def upload_document(
     is kept as that version's original. A file the parser cannot read is refused (400, naming the
     file), and nothing is written."""
     limit = svc.settings.upload_max_bytes
-    data = form.file.file.read(limit + 1)  # one byte past the limit is enough to refuse it
+    try:
+        data = form.file.file.read(limit + 1)  # one byte past the limit is enough to refuse it
+    finally:
+        form.file.file.close()  # a spooled temporary file: gone now, not when it is collected
     f = form.fields
     try:
         made = svc.upload_document(principal, form.file.filename, data, f.parent_id, f.name, f.summary, None, f.publish)
