@@ -41,15 +41,16 @@ def _settings() -> Settings:
 
 
 @contextmanager
-def service(writer: bool, serving: bool = False) -> Iterator["KnowledgeService"]:  # noqa: F821
+def service(writer: bool, serving: bool = False, defer_start: bool = False) -> Iterator["KnowledgeService"]:  # noqa: F821
     """Open the service; map errors once: a clear message and an exit code, tracebacks to the log.
-    `serving`: a long-running server, which also takes over other workers' abandoned publishes."""
+    `serving`: a long-running server, which also takes over other workers' abandoned publishes;
+    `defer_start`: see KnowledgeService."""
     from rag.service import KnowledgeService
 
     settings = _settings()
     log_path = configure(settings.home)
     try:
-        with KnowledgeService(settings, writer=writer, publish_worker=serving) as svc:
+        with KnowledgeService(settings, writer=writer, publish_worker=serving, defer_start=defer_start) as svc:
             yield svc
     except typer.Exit:
         raise
@@ -68,16 +69,21 @@ def service(writer: bool, serving: bool = False) -> Iterator["KnowledgeService"]
         raise typer.Exit(1)
 
 
-def run(operation: str, writer: bool, progress=None, **arguments) -> Iterator[dict]:
+def run(operation: str, writer: bool, progress=None, stream=None, **arguments) -> Iterator[dict]:
     """A command's events (rag/commands.py): from the `rag serve` that holds the embedded store when
-    one does (over HTTP, with the secret it wrote in RAG_HOME), else from a service opened here."""
+    one does (over HTTP, with the secret it wrote in RAG_HOME; its progress reports drawn here by
+    `progress`), else from a service opened here. `stream`: where an export to "-" goes, here."""
     settings = _settings()
     server = running_server(settings.home) if settings.embedded else None
     if server is not None:
         from rag.client import ServerError, call
 
         try:
-            yield from call(*server, operation, arguments, starting=lambda: running_server(settings.home) == server)
+            for event in call(*server, operation, arguments, starting=lambda: running_server(settings.home) == server):
+                if "progress" not in event:
+                    yield event
+                elif progress is not None:
+                    progress(*event["progress"])
         except ServerError as exc:
             _error(exc.message)
             raise typer.Exit(exc.exit_code) from None
@@ -85,6 +91,8 @@ def run(operation: str, writer: bool, progress=None, **arguments) -> Iterator[di
     from rag.commands import OPERATIONS
 
     extra = {"progress": progress} if progress is not None else {}
+    if stream is not None:
+        extra["stream"] = stream
     with service(writer=writer) as svc:
         yield from OPERATIONS[operation](svc, **arguments, **extra)
 
@@ -287,7 +295,8 @@ def mcp(
     from rag.mcp.stdio import serve_stdio, stdout_reserved
 
     # Reserved before the service opens: nothing a library prints at start-up may reach the protocol.
-    with stdout_reserved() as hand_over, service(writer=True, serving=True) as svc:
+    # The writer's start-up and the engines are opened while the first messages are answered.
+    with stdout_reserved() as hand_over, service(writer=True, serving=True, defer_start=True) as svc:
         serve_stdio(svc, token, hand_over)
 
 
@@ -442,22 +451,26 @@ def export_store(
 ) -> None:
     """Write the store as an archive for `rag import`: every version, summary, metadata and activity row, and
     (whole store only) the principals and tokens. Chunks and vectors are rebuilt by the import."""
-    from rag.service import Principal
-
     to_stdout = file == "-"
-    with service(writer=False) as svc:
-        principal = Principal.local_admin(workspace or svc.settings.default_workspace)
-        with _progress_bar(to_stdout) as progress:
-            report = svc.export_archive(
-                principal, sys.stdout.buffer if to_stdout else Path(file), kb or (), workspace, progress
-            )
+    report = None
+    with _progress_bar(to_stdout) as progress:
+        # The path as the server would read it too (it may run the command, in another directory).
+        events = run("export", False, progress, sys.stdout.buffer if to_stdout else None,
+                     file=file if to_stdout else os.path.abspath(file), kb=list(kb or ()), workspace=workspace)
+        for event in events:
+            if "data" in event:  # the archive, from a server
+                sys.stdout.buffer.write(event["data"].encode("utf-8"))
+            else:
+                report = event["report"]
     if to_stdout:
         sys.stdout.flush()
-    where = "the whole store" if report.scope["workspace"] is None else f"workspace {report.scope['workspace']!r}"
-    if report.scope["knowledge_bases"]:
-        where = f"{', '.join(map(repr, report.scope['knowledge_bases']))} of {where}"
-    (sys.stderr if to_stdout else sys.stdout).write(f"Exported {where} to {report.target}\n")
-    (err if to_stdout else out).print(_counts_table(report.counts, {"seconds": round(report.seconds, 2)}))
+    scope = report["scope"]
+    where = "the whole store" if scope["workspace"] is None else f"workspace {scope['workspace']!r}"
+    if scope["knowledge_bases"]:
+        where = f"{', '.join(map(repr, scope['knowledge_bases']))} of {where}"
+    target = "-" if to_stdout else str(Path(file))  # as given (the server got it absolute)
+    (sys.stderr if to_stdout else sys.stdout).write(f"Exported {where} to {target}\n")
+    (err if to_stdout else out).print(_counts_table(report["counts"], {"seconds": report["seconds"]}))
 
 
 @app.command("import")
@@ -467,23 +480,19 @@ def import_store(
 ) -> None:
     """Load an archive into the store the settings name (RAG_DATABASE_URL, RAG_CHROMA_URL, RAG_HOME) with the
     same ids, and index its published versions. A store that already holds any of it is left unchanged."""
-    from rag.service import Principal
-
-    with service(writer=True) as svc:
-        principal = Principal.local_admin(svc.settings.default_workspace)
-        with _progress_bar(json_out) as progress:
-            report = svc.import_archive(principal, file, progress)
+    with _progress_bar(json_out) as progress:
+        report = _one(run("import", True, progress, file=os.path.abspath(file)))["report"]
     if json_out:
-        sys.stdout.write(json.dumps(report.summary(), indent=2) + "\n")
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
         return
-    extra = {"versions indexed": report.versions_indexed, "chunks indexed": report.chunks,
-             "seconds": round(report.seconds, 2)}
+    extra = {"versions indexed": report["versions_indexed"], "chunks indexed": report["chunks"],
+             "seconds": report["seconds"]}
     sys.stdout.write(f"Imported {file}\n")
-    out.print(_counts_table(report.counts, extra))
-    if report.workspaces_kept:
-        sys.stderr.write(f"workspaces already here, kept as they were: {', '.join(report.workspaces_kept)}\n")
-    if report.activity_offset:
-        sys.stderr.write(f"activity rows follow this store's own: their ids moved up by {report.activity_offset}\n")
+    out.print(_counts_table(report["counts"], extra))
+    if report["workspaces_kept"]:
+        sys.stderr.write(f"workspaces already here, kept as they were: {', '.join(report['workspaces_kept'])}\n")
+    if report["activity_offset"]:
+        sys.stderr.write(f"activity rows follow this store's own: their ids moved up by {report['activity_offset']}\n")
 
 
 def main() -> None:  # pragma: no cover
