@@ -9,7 +9,7 @@ import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -18,8 +18,11 @@ from rich.table import Table
 from rag.commands import exit_code
 from rag.errors import STORAGE_FULL, RagError, is_storage_full
 from rag.logs import configure
-from rag.settings import Settings
-from rag.store.lock import announce_server, running_server
+from rag.store.lock import announce_server, configured_home, running_server
+
+if TYPE_CHECKING:
+    from rag.service import KnowledgeService
+    from rag.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="A knowledge base that answers with citations.")
 out = Console()
@@ -33,6 +36,8 @@ def _error(message: str, prefix: str = "error") -> None:
 
 
 def _settings() -> Settings:
+    from rag.settings import Settings
+
     try:
         return Settings()
     except Exception as exc:  # noqa: BLE001 - a configuration error is the user's to fix
@@ -41,7 +46,7 @@ def _settings() -> Settings:
 
 
 @contextmanager
-def service(writer: bool, serving: bool = False, defer_start: bool = False) -> Iterator["KnowledgeService"]:  # noqa: F821
+def service(writer: bool, serving: bool = False, defer_start: bool = False) -> Iterator[KnowledgeService]:
     """Open the service; map errors once: a clear message and an exit code, tracebacks to the log.
     `serving`: a long-running server, which also takes over other workers' abandoned publishes;
     `defer_start`: see KnowledgeService."""
@@ -73,13 +78,13 @@ def run(operation: str, writer: bool, progress=None, stream=None, **arguments) -
     """A command's events (rag/commands.py): from the `rag serve` that holds the embedded store when
     one does (over HTTP, with the secret it wrote in RAG_HOME; its progress reports drawn here by
     `progress`), else from a service opened here. `stream`: where an export to "-" goes, here."""
-    settings = _settings()
-    server = running_server(settings.home) if settings.embedded else None
+    home, embedded = configured_home()  # the settings themselves only when no server runs the command
+    server = running_server(home) if embedded else None
     if server is not None:
         from rag.client import ServerError, call
 
         try:
-            for event in call(*server, operation, arguments, starting=lambda: running_server(settings.home) == server):
+            for event in call(*server, operation, arguments, starting=lambda: running_server(home) == server):
                 if "progress" not in event:
                     yield event
                 elif progress is not None:
@@ -287,10 +292,10 @@ def mcp(
     if not (token or "").strip():  # `export RAG_TOKEN=$(…)` whose command failed leaves it empty
         _error("no token was given: set RAG_TOKEN or pass --token (make one with `rag token create … --agent`)")
         raise typer.Exit(2)
-    settings = _settings()
-    server = running_server(settings.home) if settings.embedded else None
+    home, embedded = configured_home()
+    server = running_server(home) if embedded else None
     if server is not None:
-        _mcp_relay(server[0], token)
+        _mcp_relay(home, server[0], token)
         return
     from rag.mcp.stdio import serve_stdio, stdout_reserved
 
@@ -300,7 +305,7 @@ def mcp(
         serve_stdio(svc, token, hand_over)
 
 
-def _mcp_relay(url: str, token: str) -> None:
+def _mcp_relay(home: Path, url: str, token: str) -> None:
     from rag.client import ServerError, bridge_mcp, token_refusal
 
     try:
@@ -311,7 +316,7 @@ def _mcp_relay(url: str, token: str) -> None:
     if refusal is not None:  # as over stdio: a bad token fails before serving
         _error(refusal)
         raise typer.Exit(1)
-    configure(_settings().home)  # the SDK's own messages go to the log file, never onto the protocol
+    configure(home)  # the SDK's own messages go to the log file, never onto the protocol
     bridge_mcp(url, token)
 
 

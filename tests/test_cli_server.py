@@ -168,7 +168,8 @@ def test_export_and_import_beside_the_server(served, tmp_path):
     assert exported.returncode == 0, exported.stderr
     assert exported.stdout.startswith(f"Exported the whole store to {archive}\n") and "document_versions" in exported.stdout
     header, *rows = archive.read_text(encoding="utf-8").splitlines()
-    assert json.loads(header)["counts"]["document_versions"] == sum('"table": "document_versions"' in r for r in rows)
+    tables = [json.loads(row)["table"] for row in rows]
+    assert json.loads(header)["counts"]["document_versions"] == tables.count("document_versions") > 0
     streamed = rag(home, "export", "-", "--kb", "default")  # the archive comes from the server as events
     assert streamed.returncode == 0, streamed.stderr
     lines = streamed.stdout.splitlines()

@@ -1,14 +1,19 @@
-"""Opening the store skips alembic when the schema is at the newest revision (a cold command's
-start), and still migrates a store that is behind."""
+"""A cold command's start: opening the store skips alembic when the schema is at the newest
+revision (and still migrates a store that is behind); the CLI finds the home and whether a server
+runs it without loading the settings."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
+import pytest
 from sqlalchemy import create_engine, inspect, text
 
+from rag.settings import Settings
 from rag.store.db import _ALEMBIC_INI, Database, head_revision
+from rag.store.lock import configured_home
 
 
 def alembic_config():
@@ -51,3 +56,22 @@ def test_a_store_behind_the_head_is_migrated_and_one_at_it_opens_without_alembic
          f"Database({url!r}).close(); print('alembic' in sys.modules)"],
         capture_output=True, text=True, check=True)
     assert opened.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("env", [
+    {},
+    {"RAG_HOME": "/srv/rag"},
+    {"rag_home": "relative/home", "RAG_CHROMA_URL": "http://chroma:8000"},
+    {"RAG_DATABASE_URL": "postgresql://db/rag", "RAG_CHROMA_URL": "http://chroma:8000"},
+    {"RAG_DATABASE_URL": "postgresql://db/rag"},
+    {"RAG_DATABASE_URL": "sqlite:////tmp/x.db", "RAG_CHROMA_URL": "http://chroma:8000"},
+])
+def test_the_cli_finds_the_home_and_deployment_as_the_settings_do(env, monkeypatch):
+    """The CLI looks for a running server without loading the settings (rag.store.lock.configured_home)."""
+    for name in list(os.environ):
+        if name.upper().startswith("RAG_"):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert configured_home() == (settings.home, settings.embedded)
