@@ -8,12 +8,11 @@ import os
 import signal
 import sys
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from rag.commands import exit_code
 from rag.errors import STORAGE_FULL, RagError, is_storage_full
@@ -21,12 +20,30 @@ from rag.logs import configure
 from rag.store.lock import announce_server, configured_home, running_server
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
     from rag.service import KnowledgeService
     from rag.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="A knowledge base that answers with citations.")
-out = Console()
-err = Console(stderr=True)
+
+
+@lru_cache(maxsize=None)
+def _console(stderr: bool = False) -> Console:
+    """Standard output's (or error's) rich console, made on first use: rich is no part of a
+    command that prints plain text (`rag search` and `rag ask` beside a server)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
+def out() -> Console:
+    return _console()
+
+
+def err() -> Console:
+    return _console(stderr=True)
 log = logging.getLogger("rag.cli")
 
 
@@ -63,7 +80,7 @@ def service(writer: bool, serving: bool = False, defer_start: bool = False) -> I
         _error(exc.message)
         raise typer.Exit(exit_code(exc))
     except KeyboardInterrupt:
-        err.print("interrupted; anything half-published is resumed on the next start")
+        err().print("interrupted; anything half-published is resumed on the next start")
         raise typer.Exit(130)
     except Exception as exc:
         log.exception("unexpected error")
@@ -125,14 +142,16 @@ def ingest(
             "failures": [{"path": p, "error": m} for p, m in report["failed"]],
             "skips": [{"path": p, "reason": m} for p, m in report["skipped"]],
         }
-        out.print_json(json.dumps(payload))
+        out().print_json(json.dumps(payload))
     else:
+        from rich.table import Table
+
         table = Table(title=f"Ingested {path} into {s['knowledge_base']!r}")
         columns = ("added", "updated", "unchanged", "removed", "failed", "skipped", "chunks", "seconds")
         for column in columns:
             table.add_column(column, justify="right")
         table.add_row(*(str(s[c]) for c in columns))
-        out.print(table)
+        out().print(table)
         for rel, message in report["warnings"]:
             _error(f"{rel}: {message}", "warning")
         for rel, message in report["skipped"]:  # what was left out, and why: nothing is skipped silently
@@ -369,24 +388,29 @@ def token_list(
         return
     # Whole values when piped or redirected: rich would otherwise fit the table to 80 columns and
     # cut them ("vie…"); a terminal gets the table fitted to its width.
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title="Tokens")
     table.add_column("id", no_wrap=True, min_width=len("tok_") + 16)  # whole: it is what `revoke` takes
     for column in ("name", "kind", "workspace", "role", "scopes", "access", "expires", "status"):
-        table.add_column(column, no_wrap=not out.is_terminal)
+        table.add_column(column, no_wrap=not out().is_terminal)
     for t in tokens:
         access = f"folders {','.join(t['folder_ids'])}" if t["folder_ids"] else t["access"]
         status = "revoked" if t["revoked_at"] else "active" if t["active"] else "expired"
         expires = t["expires_at"][:10] if t["expires_at"] else "never"
         table.add_row(t["token_id"], t["name"], t["kind"], t["workspace_id"], t["role"], " ".join(t["scopes"]),
                       access, expires, status)
-    if out.is_terminal:
-        out.print(table)
+    if out().is_terminal:
+        out().print(table)
     else:
         Console(width=max(80, _table_width(table)), no_color=True).print(table)
 
 
 def _table_width(table: Table) -> int:
     """The width that shows every cell whole."""
+    from rich.console import Console
+
     return Console(width=100_000).measure(table).maximum
 
 
@@ -421,7 +445,7 @@ def _progress_bar(quiet: bool) -> Iterator:
 
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err, transient=quiet, disable=quiet and not err.is_terminal,
+        console=err(), transient=quiet, disable=quiet and not err().is_terminal,
     ) as bar:
         tasks: dict[str, int] = {}
 
@@ -434,6 +458,8 @@ def _progress_bar(quiet: bool) -> Iterator:
 
 
 def _counts_table(counts: dict[str, int], extra: dict[str, object]) -> Table:
+    from rich.table import Table
+
     table = Table()
     table.add_column("table")
     table.add_column("rows", justify="right")
@@ -475,7 +501,7 @@ def export_store(
         where = f"{', '.join(map(repr, scope['knowledge_bases']))} of {where}"
     target = "-" if to_stdout else str(Path(file))  # as given (the server got it absolute)
     (sys.stderr if to_stdout else sys.stdout).write(f"Exported {where} to {target}\n")
-    (err if to_stdout else out).print(_counts_table(report["counts"], {"seconds": report["seconds"]}))
+    (err() if to_stdout else out()).print(_counts_table(report["counts"], {"seconds": report["seconds"]}))
 
 
 @app.command("import")
@@ -493,7 +519,7 @@ def import_store(
     extra = {"versions indexed": report["versions_indexed"], "chunks indexed": report["chunks"],
              "seconds": report["seconds"]}
     sys.stdout.write(f"Imported {file}\n")
-    out.print(_counts_table(report["counts"], extra))
+    out().print(_counts_table(report["counts"], extra))
     if report["workspaces_kept"]:
         sys.stderr.write(f"workspaces already here, kept as they were: {', '.join(report['workspaces_kept'])}\n")
     if report["activity_offset"]:
