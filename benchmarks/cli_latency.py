@@ -74,7 +74,7 @@ def mcp_first_list(env: dict[str, str], token: str) -> float:
 
 # Heavy libraries named in the profile wherever they are imported from (not only at the top level).
 WATCHED = ("llama_index.core", "chromadb", "onnxruntime", "torch", "sentence_transformers", "litellm", "pydantic_settings",
-           "nltk", "transformers")
+           "nltk", "transformers", "alembic", "sqlalchemy", "yaml", "pypdfium2", "docx", "lxml")
 
 
 def import_profile(env: dict[str, str], *args: str, top: int = 8) -> list[tuple[str, float]]:
@@ -116,13 +116,17 @@ def main() -> None:
     args = parser.parse_args()
     if args.imports_of:
         for command in ("search", "ask"):
-            print_imports(command, import_profile({**os.environ, "RAG_HOME": str(args.imports_of)}, command, QUERY, top=14))
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+            print_imports(command, import_profile(env | {"RAG_HOME": str(args.imports_of)}, command, QUERY, top=14))
         return
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="cli-latency-") as tmp:
         home = Path(tmp) / "home"
         served = Served(home)
         env = served.env
+        # As installed: Python keeps the compiled modules (a test environment may have turned that off,
+        # and then every process compiles this project's modules again).
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         subprocess.run([sys.executable, "-m", "rag.cli", "ingest", str(HANDBOOK), "--json"], env=env, check=True,
                        capture_output=True, cwd=REPO)
         agent = subprocess.run(

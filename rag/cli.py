@@ -8,22 +8,42 @@ import os
 import signal
 import sys
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from rag.commands import exit_code
 from rag.errors import STORAGE_FULL, RagError, is_storage_full
 from rag.logs import configure
-from rag.settings import Settings
-from rag.store.lock import announce_server, running_server
+from rag.store.lock import announce_server, configured_home, running_server
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from rag.service import KnowledgeService
+    from rag.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="A knowledge base that answers with citations.")
-out = Console()
-err = Console(stderr=True)
+
+
+@lru_cache(maxsize=None)
+def _console(stderr: bool = False) -> Console:
+    """Standard output's (or error's) rich console, made on first use: rich is no part of a
+    command that prints plain text (`rag search` and `rag ask` beside a server)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
+def out() -> Console:
+    return _console()
+
+
+def err() -> Console:
+    return _console(stderr=True)
 log = logging.getLogger("rag.cli")
 
 
@@ -33,6 +53,8 @@ def _error(message: str, prefix: str = "error") -> None:
 
 
 def _settings() -> Settings:
+    from rag.settings import Settings
+
     try:
         return Settings()
     except Exception as exc:  # noqa: BLE001 - a configuration error is the user's to fix
@@ -41,15 +63,16 @@ def _settings() -> Settings:
 
 
 @contextmanager
-def service(writer: bool, serving: bool = False) -> Iterator["KnowledgeService"]:  # noqa: F821
+def service(writer: bool, serving: bool = False, defer_start: bool = False) -> Iterator[KnowledgeService]:
     """Open the service; map errors once: a clear message and an exit code, tracebacks to the log.
-    `serving`: a long-running server, which also takes over other workers' abandoned publishes."""
+    `serving`: a long-running server, which also takes over other workers' abandoned publishes;
+    `defer_start`: see KnowledgeService."""
     from rag.service import KnowledgeService
 
     settings = _settings()
     log_path = configure(settings.home)
     try:
-        with KnowledgeService(settings, writer=writer, publish_worker=serving) as svc:
+        with KnowledgeService(settings, writer=writer, publish_worker=serving, defer_start=defer_start) as svc:
             yield svc
     except typer.Exit:
         raise
@@ -57,7 +80,7 @@ def service(writer: bool, serving: bool = False) -> Iterator["KnowledgeService"]
         _error(exc.message)
         raise typer.Exit(exit_code(exc))
     except KeyboardInterrupt:
-        err.print("interrupted; anything half-published is resumed on the next start")
+        err().print("interrupted; anything half-published is resumed on the next start")
         raise typer.Exit(130)
     except Exception as exc:
         log.exception("unexpected error")
@@ -68,16 +91,21 @@ def service(writer: bool, serving: bool = False) -> Iterator["KnowledgeService"]
         raise typer.Exit(1)
 
 
-def run(operation: str, writer: bool, progress=None, **arguments) -> Iterator[dict]:
+def run(operation: str, writer: bool, progress=None, stream=None, **arguments) -> Iterator[dict]:
     """A command's events (rag/commands.py): from the `rag serve` that holds the embedded store when
-    one does (over HTTP, with the secret it wrote in RAG_HOME), else from a service opened here."""
-    settings = _settings()
-    server = running_server(settings.home) if settings.embedded else None
+    one does (over HTTP, with the secret it wrote in RAG_HOME; its progress reports drawn here by
+    `progress`), else from a service opened here. `stream`: where an export to "-" goes, here."""
+    home, embedded = configured_home()  # the settings themselves only when no server runs the command
+    server = running_server(home) if embedded else None
     if server is not None:
         from rag.client import ServerError, call
 
         try:
-            yield from call(*server, operation, arguments, starting=lambda: running_server(settings.home) == server)
+            for event in call(*server, operation, arguments, starting=lambda: running_server(home) == server):
+                if "progress" not in event:
+                    yield event
+                elif progress is not None:
+                    progress(*event["progress"])
         except ServerError as exc:
             _error(exc.message)
             raise typer.Exit(exc.exit_code) from None
@@ -85,6 +113,8 @@ def run(operation: str, writer: bool, progress=None, **arguments) -> Iterator[di
     from rag.commands import OPERATIONS
 
     extra = {"progress": progress} if progress is not None else {}
+    if stream is not None:
+        extra["stream"] = stream
     with service(writer=writer) as svc:
         yield from OPERATIONS[operation](svc, **arguments, **extra)
 
@@ -112,14 +142,16 @@ def ingest(
             "failures": [{"path": p, "error": m} for p, m in report["failed"]],
             "skips": [{"path": p, "reason": m} for p, m in report["skipped"]],
         }
-        out.print_json(json.dumps(payload))
+        out().print_json(json.dumps(payload))
     else:
+        from rich.table import Table
+
         table = Table(title=f"Ingested {path} into {s['knowledge_base']!r}")
         columns = ("added", "updated", "unchanged", "removed", "failed", "skipped", "chunks", "seconds")
         for column in columns:
             table.add_column(column, justify="right")
         table.add_row(*(str(s[c]) for c in columns))
-        out.print(table)
+        out().print(table)
         for rel, message in report["warnings"]:
             _error(f"{rel}: {message}", "warning")
         for rel, message in report["skipped"]:  # what was left out, and why: nothing is skipped silently
@@ -279,19 +311,20 @@ def mcp(
     if not (token or "").strip():  # `export RAG_TOKEN=$(…)` whose command failed leaves it empty
         _error("no token was given: set RAG_TOKEN or pass --token (make one with `rag token create … --agent`)")
         raise typer.Exit(2)
-    settings = _settings()
-    server = running_server(settings.home) if settings.embedded else None
+    home, embedded = configured_home()
+    server = running_server(home) if embedded else None
     if server is not None:
-        _mcp_relay(server[0], token)
+        _mcp_relay(home, server[0], token)
         return
     from rag.mcp.stdio import serve_stdio, stdout_reserved
 
     # Reserved before the service opens: nothing a library prints at start-up may reach the protocol.
-    with stdout_reserved() as hand_over, service(writer=True, serving=True) as svc:
+    # The writer's start-up and the engines are opened while the first messages are answered.
+    with stdout_reserved() as hand_over, service(writer=True, serving=True, defer_start=True) as svc:
         serve_stdio(svc, token, hand_over)
 
 
-def _mcp_relay(url: str, token: str) -> None:
+def _mcp_relay(home: Path, url: str, token: str) -> None:
     from rag.client import ServerError, bridge_mcp, token_refusal
 
     try:
@@ -302,7 +335,7 @@ def _mcp_relay(url: str, token: str) -> None:
     if refusal is not None:  # as over stdio: a bad token fails before serving
         _error(refusal)
         raise typer.Exit(1)
-    configure(_settings().home)  # the SDK's own messages go to the log file, never onto the protocol
+    configure(home)  # the SDK's own messages go to the log file, never onto the protocol
     bridge_mcp(url, token)
 
 
@@ -355,24 +388,29 @@ def token_list(
         return
     # Whole values when piped or redirected: rich would otherwise fit the table to 80 columns and
     # cut them ("vie…"); a terminal gets the table fitted to its width.
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title="Tokens")
     table.add_column("id", no_wrap=True, min_width=len("tok_") + 16)  # whole: it is what `revoke` takes
     for column in ("name", "kind", "workspace", "role", "scopes", "access", "expires", "status"):
-        table.add_column(column, no_wrap=not out.is_terminal)
+        table.add_column(column, no_wrap=not out().is_terminal)
     for t in tokens:
         access = f"folders {','.join(t['folder_ids'])}" if t["folder_ids"] else t["access"]
         status = "revoked" if t["revoked_at"] else "active" if t["active"] else "expired"
         expires = t["expires_at"][:10] if t["expires_at"] else "never"
         table.add_row(t["token_id"], t["name"], t["kind"], t["workspace_id"], t["role"], " ".join(t["scopes"]),
                       access, expires, status)
-    if out.is_terminal:
-        out.print(table)
+    if out().is_terminal:
+        out().print(table)
     else:
         Console(width=max(80, _table_width(table)), no_color=True).print(table)
 
 
 def _table_width(table: Table) -> int:
     """The width that shows every cell whole."""
+    from rich.console import Console
+
     return Console(width=100_000).measure(table).maximum
 
 
@@ -407,7 +445,7 @@ def _progress_bar(quiet: bool) -> Iterator:
 
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err, transient=quiet, disable=quiet and not err.is_terminal,
+        console=err(), transient=quiet, disable=quiet and not err().is_terminal,
     ) as bar:
         tasks: dict[str, int] = {}
 
@@ -420,6 +458,8 @@ def _progress_bar(quiet: bool) -> Iterator:
 
 
 def _counts_table(counts: dict[str, int], extra: dict[str, object]) -> Table:
+    from rich.table import Table
+
     table = Table()
     table.add_column("table")
     table.add_column("rows", justify="right")
@@ -442,22 +482,26 @@ def export_store(
 ) -> None:
     """Write the store as an archive for `rag import`: every version, summary, metadata and activity row, and
     (whole store only) the principals and tokens. Chunks and vectors are rebuilt by the import."""
-    from rag.service import Principal
-
     to_stdout = file == "-"
-    with service(writer=False) as svc:
-        principal = Principal.local_admin(workspace or svc.settings.default_workspace)
-        with _progress_bar(to_stdout) as progress:
-            report = svc.export_archive(
-                principal, sys.stdout.buffer if to_stdout else Path(file), kb or (), workspace, progress
-            )
+    report = None
+    with _progress_bar(to_stdout) as progress:
+        # The path as the server would read it too (it may run the command, in another directory).
+        events = run("export", False, progress, sys.stdout.buffer if to_stdout else None,
+                     file=file if to_stdout else os.path.abspath(file), kb=list(kb or ()), workspace=workspace)
+        for event in events:
+            if "data" in event:  # the archive, from a server
+                sys.stdout.buffer.write(event["data"].encode("utf-8"))
+            else:
+                report = event["report"]
     if to_stdout:
         sys.stdout.flush()
-    where = "the whole store" if report.scope["workspace"] is None else f"workspace {report.scope['workspace']!r}"
-    if report.scope["knowledge_bases"]:
-        where = f"{', '.join(map(repr, report.scope['knowledge_bases']))} of {where}"
-    (sys.stderr if to_stdout else sys.stdout).write(f"Exported {where} to {report.target}\n")
-    (err if to_stdout else out).print(_counts_table(report.counts, {"seconds": round(report.seconds, 2)}))
+    scope = report["scope"]
+    where = "the whole store" if scope["workspace"] is None else f"workspace {scope['workspace']!r}"
+    if scope["knowledge_bases"]:
+        where = f"{', '.join(map(repr, scope['knowledge_bases']))} of {where}"
+    target = "-" if to_stdout else str(Path(file))  # as given (the server got it absolute)
+    (sys.stderr if to_stdout else sys.stdout).write(f"Exported {where} to {target}\n")
+    (err() if to_stdout else out()).print(_counts_table(report["counts"], {"seconds": report["seconds"]}))
 
 
 @app.command("import")
@@ -467,23 +511,19 @@ def import_store(
 ) -> None:
     """Load an archive into the store the settings name (RAG_DATABASE_URL, RAG_CHROMA_URL, RAG_HOME) with the
     same ids, and index its published versions. A store that already holds any of it is left unchanged."""
-    from rag.service import Principal
-
-    with service(writer=True) as svc:
-        principal = Principal.local_admin(svc.settings.default_workspace)
-        with _progress_bar(json_out) as progress:
-            report = svc.import_archive(principal, file, progress)
+    with _progress_bar(json_out) as progress:
+        report = _one(run("import", True, progress, file=os.path.abspath(file)))["report"]
     if json_out:
-        sys.stdout.write(json.dumps(report.summary(), indent=2) + "\n")
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
         return
-    extra = {"versions indexed": report.versions_indexed, "chunks indexed": report.chunks,
-             "seconds": round(report.seconds, 2)}
+    extra = {"versions indexed": report["versions_indexed"], "chunks indexed": report["chunks"],
+             "seconds": report["seconds"]}
     sys.stdout.write(f"Imported {file}\n")
-    out.print(_counts_table(report.counts, extra))
-    if report.workspaces_kept:
-        sys.stderr.write(f"workspaces already here, kept as they were: {', '.join(report.workspaces_kept)}\n")
-    if report.activity_offset:
-        sys.stderr.write(f"activity rows follow this store's own: their ids moved up by {report.activity_offset}\n")
+    out().print(_counts_table(report["counts"], extra))
+    if report["workspaces_kept"]:
+        sys.stderr.write(f"workspaces already here, kept as they were: {', '.join(report['workspaces_kept'])}\n")
+    if report["activity_offset"]:
+        sys.stderr.write(f"activity rows follow this store's own: their ids moved up by {report['activity_offset']}\n")
 
 
 def main() -> None:  # pragma: no cover

@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from rag.errors import RagError, StoreLocked
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from evals.compare import Difference
 
 
@@ -34,6 +33,8 @@ eval_app = typer.Typer(help="Measure retrieval and cited answers on benchmark da
 
 
 def _table(result: dict) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"{result['dataset']} ({result['split']}, {result['queries']} queries)")
     table.add_column("system")
     table.add_column("nDCG@10", justify="right")
@@ -75,6 +76,8 @@ def retrieval(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """nDCG@10 and Recall@100 of each lane of the search index, and of the hybrid, with peers."""
+    from rich.console import Console
+
     from evals.retrieval import EvalOptions, run_retrieval_eval
 
     try:
@@ -100,6 +103,8 @@ def _fail(exc: Exception) -> typer.Exit:
 
 
 def _answer_table(title: str, scores: dict) -> Table:
+    from rich.table import Table
+
     from evals.answer_report import table_rows
 
     header, rows = table_rows(scores)
@@ -139,6 +144,8 @@ def run(
 ) -> None:
     """Cited answers scored against gold answers and passages, beside top-1 copy and always abstain;
     on a pages layout, against gold pages and answer keys, by question kind."""
+    from rich.console import Console
+
     from evals.answer_report import GROUP_TITLES, write_run
     from evals.answers import AnswerEvalOptions, run_answer_eval
     from evals.pages import is_pages_layout
@@ -181,6 +188,10 @@ def _run_and_write(run: Callable[[], tuple[dict, list]], write: Callable[[Path, 
 
 def _run_pages(dataset: Path, synthesizer: Optional[str], split: str, limit: Optional[int], judge: Optional[str],
                out: Optional[Path], home: Optional[Path], as_json: bool) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
     from evals.answer_report import pages_table_rows, write_pages_run
     from evals.page_answers import PagesEvalOptions, run_pages_eval
 
@@ -209,6 +220,9 @@ def _run_pages(dataset: Path, synthesizer: Optional[str], split: str, limit: Opt
 def _print_differences(diffs: list[Difference], title: str) -> None:
     """A table per question group: ours always, a baseline only where it moved (then retrieval or
     the data did)."""
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
     console.print(title, style="bold")
     short = {"rag": "rag", "top1_copy": "top-1", "always_abstain": "abstain"}

@@ -8,13 +8,18 @@ here is heavy to import: the service is imported by whoever opens it.
 
 from __future__ import annotations
 
+import codecs
+import queue
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import IO, TYPE_CHECKING, Any, Callable, Generator, Iterator, TypeVar
 
 if TYPE_CHECKING:
     from rag.service import KnowledgeService
 
 Events = Iterator[dict[str, Any]]
+Progress = Callable[[str, int, int], None]
+T = TypeVar("T")
 
 
 def _principal(svc: "KnowledgeService", workspace: str):
@@ -67,21 +72,123 @@ def token_revoke(svc: "KnowledgeService", token_id: str) -> Events:
     yield {"token_id": svc.revoke_token(token_id).token_id}
 
 
-def ingest(svc: "KnowledgeService", path: str, workspace: str, kb: str,
-           progress: Callable[[str, int, int], None] | None = None) -> Events:
-    """The report; `progress` only in the CLI's own process (a server's caller sees no bar)."""
-    report = svc.ingest_directory(_principal(svc, workspace), Path(path), kb, progress or _no_progress)
+def ingest(svc: "KnowledgeService", path: str, workspace: str, kb: str, progress: Progress | None = None) -> Events:
+    """The report, after `{"progress"}` events when a server runs it (see `_working`)."""
+    principal = _principal(svc, workspace)
+    report = yield from _working(progress, lambda step, emit: svc.ingest_directory(principal, Path(path), kb, step))
     yield {"summary": report.summary(), "failed": report.failed, "skipped": report.skipped,
            "warnings": report.warnings}
 
 
-def _no_progress(stage: str, done: int, total: int) -> None:
-    return None
+def export(svc: "KnowledgeService", file: str, kb: list[str], workspace: str | None,
+           progress: Progress | None = None, stream: IO[bytes] | None = None) -> Events:
+    """`rag export`: the archive written to `file`, or for "-" to `stream` (the CLI's standard
+    output) or, run by a server, as `{"data"}` events of its text; then `{"report"}`."""
+    from rag.service import Principal
 
+    principal = Principal.local_admin(workspace or svc.settings.default_workspace)
+
+    def work(step: Progress, emit: Callable[[dict[str, Any]], None]):
+        if file != "-" or stream is not None:
+            return svc.export_archive(principal, stream or Path(file), kb, workspace, step)
+        events = _EventStream(emit)
+        report = svc.export_archive(principal, events, kb, workspace, step)
+        events.flush()
+        return report
+
+    report = yield from _working(progress, work)
+    yield {"report": report.summary()}
+
+
+def import_(svc: "KnowledgeService", file: str, progress: Progress | None = None) -> Events:
+    """`rag import`: the archive at `file` loaded into the store; then `{"report"}`."""
+    from rag.service import Principal
+
+    principal = Principal.local_admin(svc.settings.default_workspace)
+    report = yield from _working(progress, lambda step, emit: svc.import_archive(principal, Path(file), step))
+    yield {"report": report.summary()}
+
+
+def _working(progress: Progress | None, work: Callable[[Progress, Callable[[dict[str, Any]], None]], T]
+             ) -> Generator[dict[str, Any], None, T]:
+    """work(progress, emit) and its result. In the CLI's own process `progress` draws the bars and
+    nothing is emitted. Run by a server for a CLI (no `progress`), the work runs in a thread and
+    this yields what it reports as it comes: `{"progress": [stage, done, total]}` (the latest of
+    each stage when several wait) and the events it emits, for the CLI to draw and print."""
+    if progress is not None:
+        return work(progress, _no_events)
+    events: queue.Queue = queue.Queue()
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = work(lambda stage, done, total: events.put({"progress": [stage, done, total]}),
+                                     events.put)
+        except BaseException as exc:  # noqa: BLE001 - raised again below, in the caller's thread
+            outcome["error"] = exc
+        finally:
+            events.put(None)
+
+    thread = threading.Thread(target=run, name="rag-local-command", daemon=True)
+    thread.start()
+    finished = False
+    while not finished:
+        waiting = [events.get()]
+        while not events.empty():
+            waiting.append(events.get_nowait())
+        finished = waiting[-1] is None
+        yield from _coalesced([e for e in waiting if e is not None])
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def _coalesced(events: list[dict[str, Any]]) -> Events:
+    """The events in order, a stage's progress only where its last report is (the bar jumps there)."""
+    last = {e["progress"][0]: i for i, e in enumerate(events) if "progress" in e}
+    for i, event in enumerate(events):
+        if "progress" not in event or last[event["progress"][0]] == i:
+            yield event
+
+
+def _no_events(event: dict[str, Any]) -> None:
+    raise AssertionError("only work run for a server emits events")
+
+
+class _EventStream:
+    """A binary stream whose writes become `{"data": text}` events of about 64 KB (the archive is
+    UTF-8 text; a character split between two writes waits for its last byte)."""
+
+    SIZE = 65536
+
+    def __init__(self, emit: Callable[[dict[str, Any]], None]) -> None:
+        self._emit = emit
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._buffer = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self._buffer += data
+        if len(self._buffer) >= self.SIZE:
+            self._send(final=False)
+        return len(data)
+
+    def flush(self) -> None:
+        self._send(final=True)
+
+    def _send(self, final: bool) -> None:
+        text = self._decoder.decode(bytes(self._buffer), final=final)
+        self._buffer.clear()
+        if text:
+            self._emit({"data": text})
+
+
+# Parameters the CLI passes only to an operation it runs in its own process.
+IN_PROCESS = frozenset({"svc", "progress", "stream"})
 
 OPERATIONS: dict[str, Callable[..., Events]] = {
     "search": search, "ask": ask, "token_create": token_create, "token_list": token_list,
-    "token_revoke": token_revoke, "ingest": ingest,
+    "token_revoke": token_revoke, "ingest": ingest, "export": export, "import": import_,
 }
 
 

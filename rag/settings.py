@@ -15,6 +15,8 @@ import platformdirs
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from rag.store.lock import default_home
+
 LOCAL_EMBED_MODEL = "local:all-MiniLM-L6-v2"
 
 
@@ -225,7 +227,7 @@ class Settings(BaseSettings):
     )
 
     home: Path = Field(
-        default_factory=lambda: Path(platformdirs.user_data_dir("rag", appauthor=False)),
+        default_factory=default_home,
         description="Directory that holds all state of the embedded default.",
     )
     database_url: str | None = Field(None, description="SQLAlchemy URL; default: a SQLite file in home.")

@@ -21,6 +21,9 @@ from rag.settings import Settings
 from .mcp_support import TOOL_NAMES, run, token
 
 RAG = str(Path(sys.executable).parent / "rag")  # the console script, as an agent's configuration names it
+# A client starts `rag mcp` with the environment it is given: PYTHONPATH, when set, goes with it so
+# that the child runs the code under test (a checkout's) rather than the installed package.
+PASSED_ON = {name: os.environ[name] for name in ("PYTHONPATH",) if name in os.environ}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +44,8 @@ def inspector(home: tuple[Path, str], *args: str) -> dict:
         pytest.skip("npx is missing (the MCP Inspector CLI runs on Node)")
     path, secret = home
     command = [npx, "-y", "@modelcontextprotocol/inspector", "--cli", "-e", f"RAG_HOME={path}",
-               "-e", f"RAG_TOKEN={secret}", RAG, "mcp", *args]
+               "-e", f"RAG_TOKEN={secret}", *(a for n, v in PASSED_ON.items() for a in ("-e", f"{n}={v}")), RAG, "mcp",
+               *args]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout)
@@ -60,7 +64,7 @@ def test_the_inspector_lists_the_tools_and_calls_one(home):
 def test_the_sdk_stdio_client_drives_rag_mcp(home):
     path, secret = home
     server = StdioServerParameters(command=RAG, args=["mcp"], env={
-        "RAG_HOME": str(path), "RAG_TOKEN": secret, "RAG_EMBED_CACHE": os.environ["RAG_EMBED_CACHE"]})
+        "RAG_HOME": str(path), "RAG_TOKEN": secret, "RAG_EMBED_CACHE": os.environ["RAG_EMBED_CACHE"], **PASSED_ON})
 
     async def main():
         async with Client(server) as client:
@@ -82,3 +86,25 @@ def test_a_bad_token_fails_before_serving(home):
                             stdin=subprocess.DEVNULL, timeout=300)
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.endswith("error: invalid or expired token\n")
+
+
+def test_the_tools_are_listed_before_the_engines_open_and_a_call_reports_their_failure(home):
+    """`rag mcp` answers initialize and tools/list once the token is checked; Chroma and the model
+    open in the background. Here the vector store cannot open (a Chroma server nobody runs): the
+    tools are listed all the same, and a call that needs it says so as a tool error."""
+    from .test_api_serve import free_port
+
+    path, secret = home
+    server = StdioServerParameters(command=RAG, args=["mcp"], env={
+        "RAG_HOME": str(path), "RAG_TOKEN": secret, "RAG_EMBED_CACHE": os.environ["RAG_EMBED_CACHE"],
+        "RAG_CHROMA_URL": f"http://127.0.0.1:{free_port()}", **PASSED_ON})
+
+    async def main():
+        async with Client(server) as client:
+            listed = await client.list_tools()
+            searched = await client.call_tool("search_knowledge", {"query": "hello"})
+            return listed, searched
+
+    listed, searched = run(main)
+    assert {t.name for t in listed.tools} == TOOL_NAMES
+    assert searched.is_error and "unreachable" in searched.content[0].text

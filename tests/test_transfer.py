@@ -411,3 +411,22 @@ def test_rag_export_and_rag_import(source, tmp_path):
     searched = rag(target, "search", "How much annual leave do I earn?", "--limit", "1", "--json")
     assert searched.returncode == 0, searched.stderr
     assert json.loads(searched.stdout)["results"][0]["source_id"] == "fs:default:handbook:travel-and-leave/leave.md"
+
+
+def test_run_by_a_server_an_import_and_an_export_send_their_progress_and_archive_as_events(source, tmp_path):
+    """What `rag import` and `rag export -` beside a running `rag serve` receive (POST /local/…):
+    progress reports while the server works, then the report; an export's archive as text events."""
+    from rag.commands import OPERATIONS
+
+    with KnowledgeService(Settings(home=tmp_path / "served")) as svc:
+        imported = list(OPERATIONS["import"](svc, file=str(source["archive"])))
+        stages = [e["progress"][0] for e in imported if "progress" in e]
+        assert {"loading", "indexing"} <= set(stages) and list(imported[-1]) == ["report"]
+        assert imported[-1]["report"]["counts"] == source["export"].counts
+        assert imported[-1]["report"]["chunks"] == source["chunks"]
+        exported = list(OPERATIONS["export"](svc, file="-", kb=["handbook"], workspace=None))
+    text = "".join(e["data"] for e in exported if "data" in e)
+    header, *rows = text.splitlines()
+    assert text.endswith("\n") and json.loads(header)["scope"]["knowledge_bases"] == ["handbook"]
+    assert len(rows) == sum(json.loads(header)["counts"].values())
+    assert exported[-1]["report"]["archive"] == "-"

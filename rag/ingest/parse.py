@@ -16,8 +16,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from rag.synthesize.markup import clean_heading
 
 MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdx"}
@@ -81,6 +79,8 @@ def parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
     warnings: list[str] = []
     match = _FRONT_MATTER.match(text)
     if match:
+        import yaml  # here: most commands parse no Markdown, and importing it takes a while
+
         try:
             loaded = yaml.safe_load(match.group(1))
         except yaml.YAMLError:

@@ -14,7 +14,7 @@ document the same bounds and the same bad input gets the same message on both.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -70,9 +70,10 @@ def current_node(ctx: Context) -> object:
     return headers.get(CURRENT_NODE_HEADER) if headers is not None else None
 
 
-def _sdk_tool(spec: ToolSpec, svc: KnowledgeService, token: str | None) -> Tool:
+def _sdk_tool(spec: ToolSpec, svc: KnowledgeService, token: str | None, ready: Callable[[], None]) -> Tool:
     def invoke(arguments: dict[str, Any], principal: Principal | None, node: object) -> CallToolResult:
         try:
+            ready()
             if principal is None:
                 principal = svc.authenticate(token)
             output = spec.execute(Call(svc, principal, arguments, node))
@@ -102,14 +103,22 @@ def _sdk_tool(spec: ToolSpec, svc: KnowledgeService, token: str | None) -> Tool:
     )
 
 
-def build_server(svc: KnowledgeService, token: str | None = None) -> MCPServer:
+def build_server(svc: KnowledgeService, token: str | None = None,
+                 ready: Callable[[], None] | None = None) -> MCPServer:
     """The MCP server over this service. `token`: the bearer secret stdio and in-process callers
-    act with; over HTTP each request brings its own (rag/mcp/http.py) and `token` stays None."""
-    # The engines are built now, once: tool calls run in worker threads at the same time, and the
-    # service builds them lazily with cached_property, which has no lock. (The model itself loads
-    # on first use, behind its own lock.)
-    svc.retriever, svc.synthesizer  # noqa: B018
+    act with; over HTTP each request brings its own (rag/mcp/http.py) and `token` stays None.
+    `ready`: run by every tool call before it acts, from worker threads at once (rag/mcp/stdio.py
+    finishes opening the service there); without it the engines are built now."""
+    if ready is None:
+        # The engines are built now, once: tool calls run in worker threads at the same time, and
+        # the service builds them lazily with cached_property, which has no lock. (The model itself
+        # loads on first use, behind its own lock.)
+        svc.retriever, svc.synthesizer  # noqa: B018
     return MCPServer(
         name="rag", title="Knowledge base", instructions=INSTRUCTIONS, version=__version__,
-        tools=[_sdk_tool(spec, svc, token) for spec in TOOLS],
+        tools=[_sdk_tool(spec, svc, token, ready or _ready) for spec in TOOLS],
     )
+
+
+def _ready() -> None:
+    return None

@@ -7,17 +7,22 @@ it serves; only the protocol's own messages reach the real standard output.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import anyio
+import anyio.lowlevel
 
 from rag.mcp.server import build_server
 
 if TYPE_CHECKING:
     from rag.service import KnowledgeService
+
+log = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -40,10 +45,60 @@ def stdout_reserved() -> Iterator[Callable[[], None]]:
         os.close(wire)
 
 
+class Warmup:
+    """The rest of opening the service, once (the writer's start-up, then the search index and the
+    model: Chroma and ONNX Runtime take a second or more to load): begun in the background as soon
+    as the server serves, and awaited by every tool call (a failure is that call's error, and the
+    next call tries again)."""
+
+    def __init__(self, svc: KnowledgeService) -> None:
+        self.svc = svc
+        self._lock = threading.Lock()
+        self._done = False
+        self._thread: threading.Thread | None = None
+
+    def __call__(self) -> None:
+        with self._lock:
+            if not self._done:
+                self.svc.start_writer()
+                self.svc.retriever, self.svc.synthesizer  # noqa: B018
+                self._done = True
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._background, name="rag-mcp-warmup", daemon=True)
+        self._thread.start()
+
+    def _background(self) -> None:
+        try:
+            self()
+        except Exception:  # noqa: BLE001 - the first tool call tries again and reports it
+            log.warning("opening the service in the background failed; the first tool call tries again",
+                        exc_info=True)
+
+    def join(self) -> None:
+        """Wait for the background start (the service must not close under it)."""
+        if self._thread is not None:
+            self._thread.join()
+
+
 def serve_stdio(svc: KnowledgeService, token: str | None, hand_over: Callable[[], None] = lambda: None) -> None:
     """Serve until the client closes standard input. A bad token fails here, before serving
-    (Unauthenticated); each call checks it again, so revoking it takes effect at once."""
+    (Unauthenticated); each call checks it again, so revoking it takes effect at once. `svc` may
+    be opened with `defer_start`: initialize and tools/list are answered while the rest of it opens."""
     svc.authenticate(token)
-    server = build_server(svc, token)
+    warmup = Warmup(svc)
+    server = build_server(svc, token, ready=warmup)
     hand_over()
-    anyio.run(server.run_stdio_async)
+
+    async def serve() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(server.run_stdio_async)
+            # The server's task runs first: it points file descriptor 1 at standard error before it
+            # first waits, so nothing the warm-up's libraries print can reach the protocol.
+            await anyio.lowlevel.checkpoint()
+            warmup.start()
+
+    try:
+        anyio.run(serve)
+    finally:
+        warmup.join()

@@ -14,7 +14,6 @@ from typing import Any, Callable, Sequence, TypeVar
 from urllib.parse import urlparse
 
 import numpy as np
-from chromadb.errors import NotFoundError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -56,6 +55,14 @@ def open_chroma_client(settings: Settings):
     return chromadb.PersistentClient(path=str(settings.chroma_path), settings=chroma_settings)
 
 
+def _not_found(exc: BaseException) -> bool:
+    """Whether Chroma answered that a collection does not exist (imported here: chromadb takes
+    a good part of a second to import, and a command that never searches need not)."""
+    from chromadb.errors import NotFoundError
+
+    return isinstance(exc, NotFoundError)
+
+
 def _remote(call: Callable[[], T], what: str, remote: bool) -> T:
     """Run a Chroma call; against a server, retry transport failures briefly, then report Unavailable."""
     if not remote:
@@ -72,9 +79,9 @@ def _remote(call: Callable[[], T], what: str, remote: bool) -> T:
         ):
             with attempt:
                 return call()
-    except NotFoundError:  # an answer, not an outage
-        raise
     except Exception as exc:  # noqa: BLE001 - the log has the detail, the caller a clear message
+        if _not_found(exc):  # an answer, not an outage
+            raise
         log.exception("Chroma server call failed: %s", what)
         raise Unavailable("the vector store (Chroma server) is unreachable") from exc
     raise AssertionError("unreachable")  # pragma: no cover
@@ -156,8 +163,10 @@ class ChromaVectorLane:
                 found = _remote(
                     lambda: client.get_collection(self._name(kb_id), embedding_function=None), "open", self.remote
                 )
-            except NotFoundError:  # one direct lookup, not a listing of every collection
-                return None
+            except Exception as exc:
+                if not _not_found(exc):
+                    raise
+                return None  # one direct lookup, not a listing of every collection
         self._collections[kb_id] = found
         return found
 

@@ -69,10 +69,15 @@ class forward:
 
 
 class KnowledgeService:
-    def __init__(self, settings: Settings, *, writer: bool = True, publish_worker: bool = True) -> None:
+    def __init__(self, settings: Settings, *, writer: bool = True, publish_worker: bool = True,
+                 defer_start: bool = False) -> None:
         """`publish_worker`: on a PostgreSQL store, a writer also takes over publish jobs no worker
-        holds (a killed worker's), in the background; one-shot commands leave that to the servers."""
+        holds (a killed worker's), in the background; one-shot commands leave that to the servers.
+        `defer_start`: a writer's start-up (resuming interrupted publishes, reconciling the lanes, which
+        opens Chroma) waits for `start_writer()`, which its caller runs before anything else but
+        reading tokens: `rag mcp` answers its first messages meanwhile."""
         self.settings = settings
+        self._pending_start: bool | None = None
         self._lock: HomeLock | None = None
         if settings.embedded:
             self._lock = HomeLock(settings.home)
@@ -93,7 +98,9 @@ class KnowledgeService:
             self.publish_queue = PublishQueue(self.publisher)
             self.publish_worker: PublishWorker | None = None
             self._build_parts()
-            if writer:
+            if writer and defer_start:
+                self._pending_start = publish_worker
+            elif writer:
                 self._start_writer(publish_worker)
         except BaseException:
             self.close()
@@ -116,6 +123,12 @@ class KnowledgeService:
         self.originals = Originals(db, settings, self.access, self.activity_log, self.edits)
         self.review = Review(db, self.access, self.activity_log)
         self.sessions = EditorSessions(db, self.tokens, self.activity_log)
+
+    def start_writer(self) -> None:
+        """The start-up `defer_start` put off (nothing when there is none, or it ran)."""
+        if self._pending_start is not None:
+            self._start_writer(self._pending_start)
+            self._pending_start = None
 
     def _start_writer(self, publish_worker: bool) -> None:
         try:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
+import re
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -34,8 +34,44 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
 
 
+@lru_cache(maxsize=1)
+def head_revision() -> str | None:
+    """The newest revision of the migrations, read from their files' `revision` and `down_revision`
+    lines without loading alembic; None when they do not form one line of revisions."""
+    revisions, parents = set(), set()
+    for path in (_ALEMBIC_INI.parent / "migrations" / "versions").glob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        found = {name: re.search(rf"^{name} = (?:'([^']*)'|\"([^\"]*)\"|None)$", source, re.M)
+                 for name in ("revision", "down_revision")}
+        if found["revision"] is None or found["down_revision"] is None:
+            return None
+        revisions.add(next(filter(None, found["revision"].groups()), None))
+        parents.add(next(filter(None, found["down_revision"].groups()), None))
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 and None not in revisions else None
+
+
+def at_head(engine: Engine) -> bool:
+    """Whether the schema is already at the newest revision: then opening the store needs no
+    alembic at all (importing it and reading its scripts is a good part of a cold command's start)."""
+    head = head_revision()
+    if head is None:
+        return False
+    try:
+        with engine.connect() as conn:
+            stamped = [row[0] for row in conn.execute(text("SELECT version_num FROM alembic_version"))]
+    except Exception:  # noqa: BLE001 - no version table yet (a new store): alembic makes it
+        return False
+    return stamped == [head]
+
+
 def migrate(engine: Engine) -> None:
     """Bring the schema to the newest revision (idempotent)."""
+    if at_head(engine):
+        return
+    from alembic import command
+    from alembic.config import Config
+
     cfg = Config(str(_ALEMBIC_INI))
     cfg.set_main_option("script_location", str(_ALEMBIC_INI.parent / "migrations"))
     with engine.begin() as conn:

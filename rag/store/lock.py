@@ -17,6 +17,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from typing import Mapping
 
 from rag.errors import StoreLocked
 
@@ -64,6 +65,23 @@ class HomeLock:
             "process at a time: stop that process, use another RAG_HOME, or run the scale-out deployment "
             "(RAG_DATABASE_URL and RAG_CHROMA_URL) for several processes."
         )
+
+
+def default_home() -> Path:
+    """RAG_HOME when the environment sets none."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("rag", appauthor=False))
+
+
+def configured_home(environ: Mapping[str, str] | None = None) -> tuple[Path, bool]:
+    """(home, embedded) as rag.settings.Settings reads them from the `RAG_` variables (any case),
+    without loading the settings: pydantic takes a good part of a second to import, and a command
+    that a running server runs for the CLI needs nothing else from them."""
+    env = {name.lower(): value for name, value in (os.environ if environ is None else environ).items()}
+    home = Path(env["rag_home"]) if "rag_home" in env else default_home()
+    database_url, chroma_url = env.get("rag_database_url"), env.get("rag_chroma_url")
+    return home, not database_url or database_url.startswith("sqlite") or not chroma_url
 
 
 def holder_file(home: Path) -> Path:

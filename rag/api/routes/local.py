@@ -20,7 +20,7 @@ from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from rag.api.auth import Service
-from rag.commands import OPERATIONS, exit_code
+from rag.commands import IN_PROCESS, OPERATIONS, exit_code
 from rag.errors import STORAGE_FULL, InvalidArgument, NotFound, RagError, Unauthenticated, is_storage_full
 from rag.service.tokens import INVALID_TOKEN
 
@@ -44,7 +44,7 @@ def run(operation: str, svc: Service, arguments: Annotated[dict[str, Any], Body(
     command = OPERATIONS.get(operation)
     if command is None:
         raise NotFound(f"no such command: {operation}")
-    names = set(inspect.signature(command).parameters) - {"svc", "progress"}
+    names = set(inspect.signature(command).parameters) - IN_PROCESS
     if set(arguments) != names:
         raise InvalidArgument(f"{operation} takes {', '.join(sorted(names))}")
     return StreamingResponse(_lines(command(svc, **arguments)), media_type="application/x-ndjson")

@@ -9,7 +9,9 @@ message for the caller (it names no internals; the caller adds the file name).
 
 from __future__ import annotations
 
+from importlib import import_module
 from pathlib import PurePath
+from typing import Callable
 
 from rag.ingest.parse import MARKDOWN_SUFFIXES, TEXT_SUFFIXES, ParsedDocument, humanize, parse_file_text
 
@@ -19,8 +21,22 @@ class UnreadableFile(ValueError):
 
 
 TEXT_FORMATS = MARKDOWN_SUFFIXES | TEXT_SUFFIXES
-# Binary formats register here (suffix -> parser); the rest of ingestion reads this set.
-BINARY_PARSERS: dict = {}
+# Binary formats register here (suffix -> "module:function" of its parser, imported on first use:
+# pypdfium2, lxml and python-docx are no part of a command that reads no such file); the rest of
+# ingestion reads this set.
+BINARY_PARSERS: dict[str, str] = {
+    ".pdf": "rag.ingest.formats.pdf:parse_pdf", ".html": "rag.ingest.formats.html:parse_html",
+    ".htm": "rag.ingest.formats.html:parse_html", ".docx": "rag.ingest.formats.docx:parse_docx",
+}
+
+
+def binary_parser(suffix: str) -> Callable[[bytes, str], ParsedDocument] | None:
+    """The parser of a binary format by its suffix (lower case), None for any other."""
+    where = BINARY_PARSERS.get(suffix)
+    if where is None:
+        return None
+    module, function = where.split(":")
+    return getattr(import_module(module), function)
 
 
 def supported_suffixes() -> set[str]:
@@ -44,21 +60,9 @@ def parse_bytes(data: bytes, filename: str, fallback_title: str | None = None) -
     name = PurePath(filename)
     suffix = name.suffix.lower()
     title = fallback_title or humanize(name.stem)
-    parser = BINARY_PARSERS.get(suffix)
+    parser = binary_parser(suffix)
     if parser is not None:
         return parser(data, title)
     if suffix in TEXT_FORMATS:
         return parse_file_text(decode_text(data), suffix, title)
     raise UnreadableFile(f"an unsupported file type ({suffix or 'no extension'})")
-
-
-def _register() -> None:
-    # Imported here: each format module imports UnreadableFile from this package.
-    from rag.ingest.formats.docx import parse_docx
-    from rag.ingest.formats.html import parse_html
-    from rag.ingest.formats.pdf import parse_pdf
-
-    BINARY_PARSERS.update({".pdf": parse_pdf, ".html": parse_html, ".htm": parse_html, ".docx": parse_docx})
-
-
-_register()
