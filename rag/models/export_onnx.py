@@ -18,6 +18,7 @@ This needs torch, transformers and onnx; query time needs none of them (rag/mode
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import sys
@@ -104,10 +105,28 @@ def _quantize(source: Path, target: Path) -> None:
     ffn_out = [n.name for n in onnx.load(str(source)).graph.node if n.op_type == "MatMul" and _FFN_OUTPUT.search(n.name)]
     if not ffn_out:
         raise RuntimeError("the exported graph has no feed-forward output projections by the expected names")
-    quantize_dynamic(
-        str(source), str(target), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"],
-        nodes_to_exclude=ffn_out, extra_options={"MatMulConstBOnly": True},
-    )
+    # The quantizer advises "pre-processing" (shape inference and graph optimization) on the root
+    # logger; the graph was optimized above, so the advice is only noise in the install's output.
+    advice = _Drop("Please consider to run pre-processing before quantization")
+    logging.getLogger().addFilter(advice)
+    try:
+        quantize_dynamic(
+            str(source), str(target), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"],
+            nodes_to_exclude=ffn_out, extra_options={"MatMulConstBOnly": True},
+        )
+    finally:
+        logging.getLogger().removeFilter(advice)
+
+
+class _Drop(logging.Filter):
+    """Drops log records that start with one message."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.prefix)
 
 
 def _reference(model_dir: Path) -> np.ndarray:
