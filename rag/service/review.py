@@ -28,6 +28,7 @@ from rag.service.arguments import ACTIVITY_LIMIT_DEFAULT, ACTIVITY_LIMIT_MAX, DR
 from rag.service.checks import int_arg
 from rag.service import tree
 from rag.service.principal import Principal
+from rag.service.tokens import is_agent_actor
 from rag.service.views import DocumentActivity, DraftInfo, NodeActivityEntry, NodeInfo, VersionDiff
 from rag.store.models import DOCUMENT, DRAFT, Activity, DocumentVersion, Node
 
@@ -37,16 +38,11 @@ if TYPE_CHECKING:
     from rag.store.db import Database
 
 WRITES = ("create_document", "update_document", "upload_document")
-AGENT_PREFIX = "agent:"  # how the history names an agent's calls (rag/service/tokens.py)
 # What a node's history leaves out: reads that only list or show it (the editor makes several per
 # page). Writes, publishes, refusals and citations (get_document) stay.
 QUIET = ("document_activity", "diff_versions", "get_document_versions", "get_document_version", "list_children",
          "get_folder_tree")
 MAX_DIFF_LINES = 20_000  # a longer difference is cut, and says so with `truncated`
-
-
-def is_agent_actor(actor: str | None) -> bool:
-    return bool(actor) and actor.startswith(AGENT_PREFIX)
 
 
 def version_authors(session: Session, node_ids: list[str]) -> dict[tuple[str, int], str]:

@@ -70,6 +70,16 @@ def _aware(moment: datetime | None) -> datetime | None:
     return moment.replace(tzinfo=timezone.utc) if moment is not None and moment.tzinfo is None else moment
 
 
+def actor_name(kind: str, name: str, principal_id: str) -> str:
+    """How the activity history names a token's principal: "<kind>:<name> (<id>)", at most 200 characters."""
+    return f"{kind}:{name} ({principal_id})"[:200]
+
+
+def is_agent_actor(actor: str | None) -> bool:
+    """Is this history actor (as actor_name writes it) an agent?"""
+    return bool(actor) and actor.startswith(f"{AGENT}:")
+
+
 @dataclass
 class TokenInfo(View):
     """A token as listings show it: never its secret, nor its hash."""
@@ -173,7 +183,7 @@ class Tokens:
                 roles = {token.workspace_id: roles[token.workspace_id]}
             standings = self._standings(session, token.principal_id, roles, token.workspace_id, now)
             principal = Principal(
-                actor=f"{who.kind}:{who.name} ({who.id})"[:200],
+                actor=actor_name(who.kind, who.name, who.id),
                 workspace_id=token.workspace_id,
                 role=roles[token.workspace_id],
                 scopes=frozenset(token.scopes),
