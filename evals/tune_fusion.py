@@ -3,8 +3,12 @@
 Each lane's chunk ranking is computed once per query (or read back with `--load`, written with
 `--save`); the hybrid is then re-fused for every fusion method (`rrf`, or score fusion with one of
 the normalisations of rag/retrieve/fusion.py) and every weight of the swept lane in 0.0..2.0, so
-the sweep costs no further queries. With two lanes the other one gets 2 - the weight (the weights
-keep summing to 2, as the defaults do); with more, the others keep their configured weights.
+the sweep costs no further queries. Sweeping the vector or the text lane, the other gets 2 - the
+weight (the two keep summing to 2, as the defaults do); with more lanes, the others keep their
+configured weights. The bridge's ranking (`SearchIndex.follow`: the title lane searched with the
+first result's words) is cached like a lane's; it was searched from the first result under the
+configured settings, so a sweep far from them re-fuses a bridge ranking the retriever would not
+have made: check the chosen weights by running without `--load` under them.
 
 Tune on the development queries only: SciFact's train split (`--split train`), the odd-numbered
 questions of a question-answering dataset (`--questions odd`: the 1st, 3rd, … of questions.jsonl;
@@ -38,10 +42,15 @@ Rankings = tuple[dict[str, list[LaneHit]], dict[int, str]]  # lane -> chunk rank
 METHODS = ("rrf", *NORMALISERS)
 
 
+PAIRED = ("vector", "text")  # the two lanes of the query itself: their weights keep summing to 2
+
+
 def lane_weights(current: Mapping[str, float], lane: str, weight: float) -> dict[str, float]:
-    """The weights with `lane` at `weight`: with one other lane counting (weight above 0), that one
-    gets 2 - weight; with more, the others keep theirs."""
-    others = [name for name in current if name != lane and current[name] > 0]
+    """The weights with `lane` at `weight`: sweeping one of the vector and text lanes, the other gets
+    2 - weight; otherwise, with one other lane counting (weight above 0), that one gets 2 - weight;
+    with more, the others keep theirs."""
+    partner = [name for name in PAIRED if name != lane and name in current] if lane in PAIRED else []
+    others = partner or [name for name in current if name != lane and current[name] > 0]
     if len(others) == 1:
         return {**current, lane: weight, others[0]: 2.0 - weight}
     return {**current, lane: weight}

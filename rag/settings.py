@@ -70,22 +70,24 @@ class EmbedSettings(BaseModel):
     )
 
 
-LANE_WEIGHTS = {"vector": 0.6, "text": 1.4}
+LANE_WEIGHTS = {"vector": 0.8, "text": 1.2, "title": 0.0, "bridge": 0.6}
 
 
 class RetrieveSettings(BaseModel):
     """The retriever stage: the search index's lanes, reciprocal rank fusion, the step after it."""
 
     lanes: list[Literal["vector", "text", "title"]] = Field(
-        default_factory=lambda: ["vector", "text"], min_length=1,
-        description="The lanes of the search index, in order (rag/retrieve/index.py builds them). A lane added "
+        default_factory=lambda: ["vector", "text", "title"], min_length=1,
+        description="The lanes of the search index, in order (rag/retrieve/index.py builds them); the default's "
+        "title lane only where the keyword engine is tantivy (the embedded store), since it is one. A lane added "
         "to a store that has chunks is filled by the next writer that opens it.",
     )
     rrf_k: int = Field(60, ge=1)
-    # The default weights sum to 2, so first place in both lanes still scores 1/61 + 1/61. Vector 0.6
-    # (text 1.4) with z-score fusion is the best mean of SciFact train nDCG@10 and the odd-numbered
-    # HotpotQA questions' share with both passages in the top 10 (evals/tune_fusion.py; issue 15 in
-    # docs/benchmarks.md); SciFact alone prefers 0.8, HotpotQA 0.5-0.6.
+    # The vector and text weights sum to 2, so first place in both lanes still scores 1/61 + 1/61.
+    # Vector 0.8 (text 1.2) with the bridge at 0.6 and z-score fusion is the best mean of SciFact train
+    # nDCG@10 and the odd-numbered HotpotQA questions' share with both passages in the top 10
+    # (evals/tune_fusion.py; issue 15 part 3 in docs/benchmarks.md). The title lane weighs 0: it is
+    # not asked the question, it serves the bridge.
     weights: dict[str, float] = Field(
         default_factory=lambda: dict(LANE_WEIGHTS),
         description="How much each lane counts, by name: its weight in reciprocal rank fusion and in score fusion "
@@ -109,6 +111,14 @@ class RetrieveSettings(BaseModel):
         "z-scores, or divided by the best with 0 as no match); a candidate a lane did not return gets the lane's "
         "floor after normalisation (rag/retrieve/fusion.py).",
     )
+    bridge: Literal["title", "none"] = Field(
+        "title",
+        description="After the lanes are fused, the `title` lane is searched again with the words of the first "
+        "result (its first `bridge_terms` distinct words), and that ranking joins fusion as the lane `bridge` "
+        "(weight `weights.bridge`): a question whose answer is in a second document named by the first finds "
+        "that one by its title. Needs the title lane (tantivy); `none`, a weight of 0 or no title lane: off.",
+    )
+    bridge_terms: int = Field(64, ge=1, le=256, description="Distinct words of the first result the bridge searches with.")
     candidates: int = Field(100, ge=1, le=1000, description="Hits each lane contributes to fusion.")
     per_document: int = Field(
         2, ge=0, le=50,

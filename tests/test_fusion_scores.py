@@ -156,7 +156,7 @@ def test_tune_fusion_compares_methods_reproduces_the_retriever_and_replays_saved
 
 
 def test_the_title_lane_ranks_chunks_by_their_heading_path_alone(tmp_path):
-    settings = Settings(home=tmp_path / "home", retrieve={"lanes": ["vector", "text", "title"]})
+    settings = Settings(home=tmp_path / "home", retrieve={"weights": {"title": 0.4}, "bridge": "none"})
     with KnowledgeService(settings) as service:
         service.ensure_workspace("default")
         admin = Principal.local_admin("default")
@@ -178,3 +178,45 @@ def test_the_title_lane_ranks_chunks_by_their_heading_path_alone(tmp_path):
     with pytest.raises(Exception, match="tantivy"):
         KnowledgeService(Settings(home=tmp_path / "fts5", retrieve={"lanes": ["vector", "title"],
                                                                    "keyword_engine": "fts5"})).close()
+
+
+BRIDGE_CORPUS = [
+    ("Quokka Dawn", "# Quokka Dawn\n\nQuokka Dawn is a 1998 drama film directed by Marguerite Ollivander, shot on "
+                    "Rottnest Island over one summer.\n"),
+    ("Marguerite Ollivander", "# Marguerite Ollivander\n\nMarguerite Ollivander is a painter who grew up in Hobart, "
+                              "Tasmania, and later taught there.\n"),
+    *[(f"Festival {n}", f"# Festival {n}\n\nThe festival's director chose a film from every state this year; the "
+                        f"home crowd voted for film number {n}.\n") for n in range(6)],
+    *[(f"Studio {n}", f"# Studio {n}\n\nStudio {n} hired a new director of photography for its drama film; her home "
+                      f"state paid for half of it.\n") for n in range(4)],
+]
+BRIDGE_QUESTION = "What is the home state of the director of Quokka Dawn?"
+
+
+def _bridge_search(tmp_path, name: str, retrieve: dict) -> list:
+    with KnowledgeService(Settings(home=tmp_path / name, retrieve=retrieve)) as service:
+        service.ensure_workspace("default")
+        admin = Principal.local_admin("default")
+        root = service.knowledge_base(admin, "default").root_id
+        for title, body in BRIDGE_CORPUS:
+            doc = service.create_document(admin, root, title, body)
+            service.publish_version(admin, doc.node_id, 1)
+        return service.search(admin, BRIDGE_QUESTION, 3).hits
+
+
+def test_the_bridge_finds_the_document_the_first_result_names_by_its_title(tmp_path):
+    # The director's page shares no word with the question: only the film's page names her.
+    hits = _bridge_search(tmp_path, "bridge", {})
+    titles = [h.title for h in hits]
+    assert titles[0] == "Quokka Dawn" and "Marguerite Ollivander" in titles
+    found = hits[titles.index("Marguerite Ollivander")]
+    assert "bridge" in found.retrievers and "title" not in found.retrievers  # the title lane is not asked the question
+    without = [h.title for h in _bridge_search(tmp_path, "off", {"bridge": "none"})]
+    assert without[0] == "Quokka Dawn" and "Marguerite Ollivander" not in without
+
+
+def test_the_default_lanes_leave_the_title_lane_out_where_the_keyword_engine_is_not_tantivy(tmp_path):
+    with KnowledgeService(Settings(home=tmp_path / "fts5", retrieve={"keyword_engine": "fts5"})) as service:
+        assert list(service.index.lanes) == ["vector", "text"] and service.index.bridge is None
+    with KnowledgeService(Settings(home=tmp_path / "tantivy")) as service:
+        assert list(service.index.lanes) == ["vector", "text", "title"] and service.index.bridge == "title"

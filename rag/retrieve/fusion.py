@@ -2,8 +2,8 @@
 
 Reciprocal rank fusion: score = sum over lanes of weight / (k + rank), ranks 1-based. The weights
 are keyed by lane name (`RetrieveSettings.weights`; a lane without one weighs 1). With k = 60 and
-weights that sum to 2 (vector 0.6, text 1.4 by default), a chunk ranked first in both lanes scores
-0.6/61 + 1.4/61 ≈ 0.0328. It reads ranks only; each lane's own score is kept beside it. It picks
+weights that sum to 2 (vector 0.8, text 1.2 by default), a chunk ranked first in both lanes scores
+0.8/61 + 1.2/61 ≈ 0.0328. It reads ranks only; each lane's own score is kept beside it. It picks
 the candidates and sets the scale of the scores; score fusion (the default step after it) orders them.
 
 Score fusion (`score_fusion`) orders the same candidates by what each lane measured: a chunk the

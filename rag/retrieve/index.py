@@ -32,6 +32,8 @@ from rag.store.db import Database
 
 log = logging.getLogger(__name__)
 
+BRIDGE = "bridge"  # the name, in fusion and its weights, of the ranking `SearchIndex.follow` adds
+
 
 class SearchIndex:
     """The lanes by name, in order (the order of a hit's `retrievers`), with the fusion weights
@@ -43,6 +45,8 @@ class SearchIndex:
         weights: Mapping[str, float],
         rrf_k: int = 60,
         reranker: Reranker | None = None,
+        bridge: str | None = None,
+        bridge_terms: int = 64,
     ) -> None:
         self.lanes: dict[str, Lane] = {}
         for lane in lanes:
@@ -51,6 +55,12 @@ class SearchIndex:
             self.lanes[lane.name] = lane
         self.weights = {name: float(weights.get(name, 1.0)) for name in self.lanes}
         self.rrf_k = rrf_k
+        # The lane searched a second time with the words of the first result (`follow`), its ranking
+        # weighed as the lane `bridge`; None: no such search (no such lane, or a weight of 0).
+        self.bridge = bridge if bridge in self.lanes and float(weights.get(BRIDGE, 1.0)) > 0 else None
+        if self.bridge is not None:
+            self.weights[BRIDGE] = float(weights.get(BRIDGE, 1.0))
+        self.bridge_terms = bridge_terms
         self.reranker: Reranker = reranker or NoReranker()
         self.source: ChunkSource | None = None
 
@@ -80,8 +90,28 @@ class SearchIndex:
     def search(
         self, session: Session, query: Query, scope: Scope, depth: int, lanes: Sequence[str] | None = None
     ) -> dict[str, list[LaneHit]]:
-        """Each lane's own ranking of its best `depth` chunks under the scope."""
-        return {lane.name: lane.search(session, query, scope, depth) for lane in self.select(lanes)}
+        """Each lane's own ranking of its best `depth` chunks under the scope. Without `lanes`, a
+        lane weighted 0 is not searched with the query (the title lane, kept for the bridge)."""
+        chosen = self.select(lanes) if lanes is not None else [
+            lane for lane in self.lanes.values() if self.weights[lane.name] > 0]
+        return {lane.name: lane.search(session, query, scope, depth) for lane in chosen}
+
+    def follow(self, session: Session, query: Query, scope: Scope, found: Mapping[str, Sequence[LaneHit]],
+               depth: int) -> dict[str, list[LaneHit]]:
+        """The lanes' rankings with the bridge's added: the `bridge` lane (the title lane) searched
+        with the words of the result that ranks first, so that a document the first one names finds
+        its way in by its title (a question about "the director of film X": X's passage names her,
+        hers is titled with her name). Its ranking joins fusion as the lane `bridge`. Nothing is
+        added when no bridge is set, or nothing was found."""
+        found = {name: list(hits) for name, hits in found.items()}
+        if self.bridge is None or not any(found.values()) or self.source is None:
+            return found
+        first = self.rank(session, query, found, 1)
+        rows = self.source.rows_of(session, [first[0].chunk_id]) if first else []
+        if rows:
+            words = Query(rows[0].text, max_terms=self.bridge_terms)
+            found[BRIDGE] = self.lanes[self.bridge].search(session, words, scope, depth)
+        return found
 
     def fuse(self, found: Mapping[str, Sequence[LaneHit]]) -> list[Fused]:
         """Reciprocal rank fusion with the weights by lane name."""
@@ -228,10 +258,15 @@ def _keyword_lane(settings: Settings, db: Database, embedder: Callable[[], Embed
     raise ValueError(f"no keyword lane for the {db.dialect} database")
 
 
+def title_lane_possible(settings: Settings, db: Database) -> bool:
+    """The title lane is a tantivy index: the embedded SQLite store's default keyword engine only."""
+    return db.dialect == "sqlite" and settings.retrieve.keyword_engine == "tantivy"
+
+
 def _title_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder]) -> Lane:
     """The chunks' heading paths (a document's title first) in a tantivy index of their own; the
     embedded default's engine only."""
-    if db.dialect != "sqlite" or settings.retrieve.keyword_engine != "tantivy":
+    if not title_lane_possible(settings, db):
         raise InvalidArgument("the title lane needs the tantivy keyword engine (the embedded SQLite store)")
     from rag.retrieve.tantivy_lane import TantivyKeywordLane
 
@@ -262,5 +297,10 @@ def build_search_index(settings: Settings, db: Database, embedder: Callable[[], 
     `retrievers`), with their weights and the configured reranker. Nothing is opened yet: `embedder`
     is called when the model is first needed."""
     retrieve = settings.retrieve
-    lanes = [LANE_BUILDERS[name](settings, db, embedder) for name in retrieve.lanes]
-    return SearchIndex(lanes, retrieve.weights, retrieve.rrf_k, build_reranker(settings, embedder))
+    names = list(retrieve.lanes)
+    if "lanes" not in retrieve.model_fields_set and not title_lane_possible(settings, db):
+        names.remove("title")  # the default's title lane, where its engine is not (PostgreSQL, FTS5)
+    lanes = [LANE_BUILDERS[name](settings, db, embedder) for name in names]
+    bridge = None if retrieve.bridge == "none" else retrieve.bridge
+    return SearchIndex(lanes, retrieve.weights, retrieve.rrf_k, build_reranker(settings, embedder),
+                       bridge, retrieve.bridge_terms)

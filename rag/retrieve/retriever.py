@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from rag.models.embed import Embedder
 from rag.retrieve.fusion import Fused, diversify
-from rag.retrieve.index import SearchIndex
+from rag.retrieve.index import BRIDGE, SearchIndex
 from rag.retrieve.types import Hit, LaneHit, Query, Scope
 from rag.settings import RetrieveSettings
 from rag.store.db import Database
@@ -41,8 +41,11 @@ class Retriever:
     def lane_hits(
         self, session: Session, query: str | Query, scope: Scope, depth: int, lanes: Sequence[str] | None = None
     ) -> dict[str, list[LaneHit]]:
-        """Each lane's own ranking (all lanes, or these), before fusion."""
-        return self.index.search(session, self.query(query), scope, depth, lanes)
+        """Each lane's own ranking (all lanes, or these), before fusion; with all lanes, the
+        bridge's ranking too (`SearchIndex.follow`), as a search fuses them."""
+        query = self.query(query)
+        found = self.index.search(session, query, scope, depth, lanes)
+        return found if lanes is not None else self.index.follow(session, query, scope, found, depth)
 
     def retrieve(
         self, query: str | Query, scope: Scope, k: int, lanes: Sequence[str] | None = None, depth: int | None = None,
@@ -55,7 +58,7 @@ class Retriever:
         query = self.query(query)
         depth = max(depth or self.settings.candidates, k)
         with self.db.session() as session:
-            found = self.index.search(session, query, scope, depth, lanes)
+            found = self.lane_hits(session, query, scope, depth, lanes)
             if not diverse or self.settings.per_document <= 0:
                 return self._hydrate(session, self.index.rank(session, query, found, k))
             return self._diverse(session, self.index.rank(session, query, found, None), k)
@@ -105,7 +108,7 @@ class Retriever:
                 Hit(
                     chunk_id=chunk.id,
                     score=f.score,
-                    retrievers=[name for name in self.index.lanes if name in f.lanes],
+                    retrievers=[name for name in (*self.index.lanes, BRIDGE) if name in f.lanes],
                     node_id=node.id,
                     kb_id=chunk.kb_id,
                     source_id=node.source_id or node.id,

@@ -299,7 +299,7 @@ class TantivyKeywordLane:
         return df, int(searcher.num_docs)
 
     def search(self, session: Session, query: Query, scope: Scope, depth: int) -> list[LaneHit]:
-        terms = query_terms(query.text)
+        terms = query_terms(query.text, query.max_terms)
         if not terms or scope.empty:
             return []
         self._repair(session)

@@ -51,8 +51,9 @@ class Query:
     needs no vector (the keyword lane alone) makes none."""
 
     def __init__(self, text: str, embed: Callable[[str], np.ndarray] | None = None,
-                 vector: np.ndarray | None = None) -> None:
+                 vector: np.ndarray | None = None, max_terms: int = 32) -> None:
         self.text = text
+        self.max_terms = max_terms  # the keyword lanes' limit on distinct query words (a bridge query has more)
         self._embed = embed
         self._vector = vector
 
