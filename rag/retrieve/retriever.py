@@ -108,7 +108,7 @@ class Retriever:
                 Hit(
                     chunk_id=chunk.id,
                     score=f.score,
-                    retrievers=[name for name in (*self.index.lanes, BRIDGE) if name in f.lanes],
+                    retrievers=[name for name in self.index.lanes if name in f.lanes] or [name for name in f.lanes if name == BRIDGE],
                     node_id=node.id,
                     kb_id=chunk.kb_id,
                     source_id=node.source_id or node.id,
