@@ -27,6 +27,7 @@ def test_health_reports_each_part_without_a_token(api):
         "store": {"ok": True, "engine": "sqlite"},
         "vector": {"ok": True, "engine": "chroma embedded"},
         "text": {"ok": True, "engine": "tantivy"},
+        "title": {"ok": True, "engine": "tantivy"},
         "model": {"ok": True, "engine": "local:all-MiniLM-L6-v2"},
         "writes": {"ok": True, "engine": "sqlite"},
     }

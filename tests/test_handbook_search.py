@@ -28,7 +28,8 @@ def test_everyday_questions_find_the_right_page(handbook, question, expected):
 def test_scores_are_the_fused_rank_score(handbook):
     """Scores are fusion's, whatever step after fusion orders the candidates (rag/retrieve/rerank.py)."""
     hits = handbook.search(Principal.local_admin("default"), "annual leave carry over 240 hours", 10).hits
-    assert hits[0].score <= 2 / 61 + 1e-12
+    # Reciprocal rank fusion's scale: first place in every ranking (the lanes and the bridge) at most.
+    assert hits[0].score <= sum(handbook.index.weights.values()) / 61 + 1e-12
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
