@@ -203,16 +203,18 @@ class SearchIndex:
 
 # ----- building the lanes from the settings -----
 
-LaneBuilder = Callable[[Settings, Database, Callable[[], Embedder]], Lane]
+# (settings, database, the model on first use, whether this process only reads the store)
+LaneBuilder = Callable[[Settings, Database, Callable[[], Embedder], bool], Lane]
 
 
-def _vector_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder]) -> Lane:
+def _vector_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder], read_only: bool) -> Lane:
     from rag.retrieve.vector import ChromaVectorLane, open_chroma_client
 
-    return ChromaVectorLane(lambda: open_chroma_client(settings), embedder, remote=bool(settings.chroma_url))
+    return ChromaVectorLane(lambda: open_chroma_client(settings, read_only), embedder,
+                            remote=bool(settings.chroma_url))
 
 
-def _keyword_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder]) -> Lane:
+def _keyword_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder], read_only: bool) -> Lane:
     """PostgreSQL's own full text on PostgreSQL; on SQLite, tantivy (default) or FTS5."""
     from rag.retrieve.keyword import PostgresKeywordLane, SqliteKeywordLane
 
@@ -228,7 +230,7 @@ def _keyword_lane(settings: Settings, db: Database, embedder: Callable[[], Embed
     raise ValueError(f"no keyword lane for the {db.dialect} database")
 
 
-def _title_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder]) -> Lane:
+def _title_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder], read_only: bool) -> Lane:
     """The chunks' heading paths (a document's title first) in a tantivy index of their own; the
     embedded default's engine only."""
     if db.dialect != "sqlite" or settings.retrieve.keyword_engine != "tantivy":
@@ -257,10 +259,12 @@ def build_reranker(settings: Settings, embedder: Callable[[], Embedder]) -> Rera
     return RERANKERS[settings.retrieve.rerank](settings, embedder)
 
 
-def build_search_index(settings: Settings, db: Database, embedder: Callable[[], Embedder]) -> SearchIndex:
+def build_search_index(settings: Settings, db: Database, embedder: Callable[[], Embedder],
+                       read_only: bool = False) -> SearchIndex:
     """The lanes `settings.retrieve.lanes` names, in that order (which is also the order of a hit's
     `retrievers`), with their weights and the configured reranker. Nothing is opened yet: `embedder`
-    is called when the model is first needed."""
+    is called when the model is first needed. `read_only`: this process never writes the lanes (it
+    holds the embedded store's lock shared), so a lane may open its engine the cheaper way."""
     retrieve = settings.retrieve
-    lanes = [LANE_BUILDERS[name](settings, db, embedder) for name in retrieve.lanes]
+    lanes = [LANE_BUILDERS[name](settings, db, embedder, read_only) for name in retrieve.lanes]
     return SearchIndex(lanes, retrieve.weights, retrieve.rrf_k, build_reranker(settings, embedder))
