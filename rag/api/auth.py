@@ -1,8 +1,8 @@
 """Who is calling: the bearer token, read through the service (`KnowledgeService.authenticate`).
 
 The service answers every unknown, revoked or expired token alike, so the API never tells whether
-a token existed. Both dependencies are plain functions: FastAPI runs them in its threadpool, as it
-does the endpoints, so the database call never blocks the event loop.
+a token existed. The principal's dependency is a plain function: FastAPI runs it in its threadpool,
+as it does the endpoints, so the database call never blocks the event loop.
 """
 
 from __future__ import annotations
@@ -41,5 +41,12 @@ def get_principal(
     return get_service(request).authenticate(credentials.credentials)
 
 
-Service = Annotated[KnowledgeService, Depends(get_service)]
+async def _service(request: Request) -> KnowledgeService:
+    """get_service as a dependency: a coroutine, so FastAPI runs it on the event loop (it reads
+    app.state, nothing that blocks) rather than sending it to its threadpool and back, a thread
+    hop per request."""
+    return get_service(request)
+
+
+Service = Annotated[KnowledgeService, Depends(_service)]
 Caller = Annotated[Principal, Depends(get_principal)]

@@ -8,19 +8,19 @@ that made the `Query` keeps it for later stages.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Sequence
 
-from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from rag.models.embed import Embedder
 from rag.retrieve.fusion import Fused, diversify
 from rag.retrieve.index import SearchIndex
+from rag.retrieve.published import chunk_rows, remember_rows
 from rag.retrieve.types import Hit, LaneHit, Query, Scope
 from rag.settings import RetrieveSettings
 from rag.store.db import Database
-from rag.store.models import Chunk, DocumentVersion, Node
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,7 @@ class Retriever:
         query = self.query(query)
         depth = max(depth or self.settings.candidates, k)
         with self.db.session() as session:
+            remember_rows(session)  # the lanes' published checks read the rows the hits are made of
             found = self.index.search(session, query, scope, depth, lanes)
             if not diverse or self.settings.per_document <= 0:
                 return self._hydrate(session, self.index.rank(session, query, found, k))
@@ -85,40 +86,34 @@ class Retriever:
             return self.index.doc_freq(session, words)
 
     def _hydrate(self, session: Session, fused: Sequence[Fused]) -> list[Hit]:
+        """The fused chunks as excerpts, from the rows the lanes' published checks read (in this
+        search's session), reading only those no check read (an in-store lane's hits)."""
         if not fused:
             return []
-        stmt = (
-            select(Chunk, DocumentVersion.number, Node)
-            .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
-            .join(Node, Node.id == Chunk.node_id)
-            .where(Chunk.id.in_(bindparam("ids", expanding=True)))
-        )
-        rows = {chunk.id: (chunk, number, node) for chunk, number, node in session.execute(
-            stmt, {"ids": [f.chunk_id for f in fused]}
-        )}
+        rows = chunk_rows(session, [f.chunk_id for f in fused])
         hits: list[Hit] = []
         for f in fused:
-            if f.chunk_id not in rows:
+            row = rows.get(f.chunk_id)
+            if row is None:
                 continue  # deleted between the lane query and now
-            chunk, number, node = rows[f.chunk_id]
             hits.append(
                 Hit(
-                    chunk_id=chunk.id,
+                    chunk_id=row.id,
                     score=f.score,
-                    retrievers=[name for name in self.index.lanes if name in f.lanes],
-                    node_id=node.id,
-                    kb_id=chunk.kb_id,
-                    source_id=node.source_id or node.id,
-                    title=node.name,
-                    source=node.source_label,
-                    version=number,
-                    heading_path=list(chunk.heading_path or []),
-                    text=chunk.text,
-                    char_start=chunk.char_start,
-                    char_end=chunk.char_end,
+                    retrievers=[lane for lane in self.index.lanes if lane in f.lanes],
+                    node_id=row.node_id,
+                    kb_id=row.kb_id,
+                    source_id=row.source_id or row.node_id,
+                    title=row.name,
+                    source=row.source_label,
+                    version=row.number,
+                    heading_path=list(json.loads(row.heading_path) if row.heading_path else []),
+                    text=row.text,
+                    char_start=row.char_start,
+                    char_end=row.char_end,
                     lane_ranks=dict(f.lanes),
                     lane_scores=dict(f.lane_scores),
-                    page=chunk.page_start,
+                    page=row.page_start,
                 )
             )
         return hits
