@@ -1,8 +1,8 @@
 """Who is calling: the bearer token, read through the service (`KnowledgeService.authenticate`).
 
 The service answers every unknown, revoked or expired token alike, so the API never tells whether
-a token existed. The principal's dependency is a plain function: FastAPI runs it in its threadpool,
-as it does the endpoints, so the database call never blocks the event loop.
+a token existed. The principal's dependency reads the store on the compute threads
+(rag/api/compute.py), so the database call never blocks the event loop.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from rag.api.compute import compute
 from rag.errors import Unauthenticated, Unavailable
 from rag.service import KnowledgeService, Principal
 from rag.service.tokens import ONE_AUTHORIZATION
@@ -29,7 +30,7 @@ def get_service(request: Request) -> KnowledgeService:
     return svc
 
 
-def get_principal(
+async def get_principal(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Principal:
     # Refused rather than picking one: a proxy and the client (or two layers) would each believe
@@ -38,7 +39,9 @@ def get_principal(
         raise Unauthenticated(ONE_AUTHORIZATION)
     if credentials is None:
         raise Unauthenticated(TOKEN_REQUIRED)
-    return get_service(request).authenticate(credentials.credentials)
+    svc = get_service(request)
+    # A few milliseconds of the store's work, on the compute threads with the searches it precedes.
+    return await compute(svc.settings.search_threads, lambda: svc.authenticate(credentials.credentials))
 
 
 async def _service(request: Request) -> KnowledgeService:

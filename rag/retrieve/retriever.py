@@ -8,19 +8,20 @@ that made the `Query` keeps it for later stages.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Sequence
 
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from rag.models.embed import Embedder
 from rag.retrieve.fusion import Fused, diversify
 from rag.retrieve.index import SearchIndex
-from rag.retrieve.published import chunk_rows, remember_rows
+from rag.retrieve.published import remember_statuses
 from rag.retrieve.types import Hit, LaneHit, Query, Scope
 from rag.settings import RetrieveSettings
 from rag.store.db import Database
+from rag.store.models import Chunk, DocumentVersion, Node
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ class Retriever:
         query = self.query(query)
         depth = max(depth or self.settings.candidates, k)
         with self.db.session() as session:
-            remember_rows(session)  # the lanes' published checks read the rows the hits are made of
+            remember_statuses(session)  # the lanes check each chunk's status once
             found = self.index.search(session, query, scope, depth, lanes)
             if not diverse or self.settings.per_document <= 0:
                 return self._hydrate(session, self.index.rank(session, query, found, k))
@@ -86,11 +87,18 @@ class Retriever:
             return self.index.doc_freq(session, words)
 
     def _hydrate(self, session: Session, fused: Sequence[Fused]) -> list[Hit]:
-        """The fused chunks as excerpts, from the rows the lanes' published checks read (in this
-        search's session), reading only those no check read (an in-store lane's hits)."""
         if not fused:
             return []
-        rows = chunk_rows(session, [f.chunk_id for f in fused])
+        # Columns, not ORM entities: building and tracking entities was most of a hydration's cost.
+        stmt = (
+            select(Chunk.id, Chunk.kb_id, Chunk.heading_path, Chunk.text, Chunk.char_start, Chunk.char_end,
+                   Chunk.page_start, DocumentVersion.number, Node.id.label("node_id"), Node.source_id, Node.name,
+                   Node.source_label)
+            .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
+            .join(Node, Node.id == Chunk.node_id)
+            .where(Chunk.id.in_(bindparam("ids", expanding=True)))
+        )
+        rows = {row.id: row for row in session.execute(stmt, {"ids": [f.chunk_id for f in fused]})}
         hits: list[Hit] = []
         for f in fused:
             row = rows.get(f.chunk_id)
@@ -107,7 +115,7 @@ class Retriever:
                     title=row.name,
                     source=row.source_label,
                     version=row.number,
-                    heading_path=list(json.loads(row.heading_path) if row.heading_path else []),
+                    heading_path=list(row.heading_path or []),
                     text=row.text,
                     char_start=row.char_start,
                     char_end=row.char_end,
