@@ -482,3 +482,28 @@ def test_empty_text() -> None:
 )
 def test_question_parts(question: str, parts: list[str]) -> None:
     assert question_parts(question) == parts
+
+
+# ------------------------------------------------------------------------------------ lead-ins without a colon
+
+
+def test_lead_in_without_its_colon_carries_the_code_after_it() -> None:
+    found = sentences(
+        "## Using a shebang\n\nA shebang can be added to make a script executable without using `uv run`.\n\n"
+        "For example, create a file called `greet` with the following contents\n\n"
+        "```python title=\"greet\"\n#!/usr/bin/env -S uv run --script\n\nprint(\"Hello, world!\")\n```\n"
+    )
+    lead = by_text(found, "For example, create a file called `greet` with the following contents:")
+    assert code_lines(lead.attachment) == ["#!/usr/bin/env -S uv run --script", 'print("Hello, world!")']
+
+
+def test_a_setting_line_before_code_is_not_a_lead_in() -> None:
+    # An excerpt cut inside a code block: its tail reads as text, its closing fence as an opening one.
+    found = sentences('url = "https://download.pytorch.org/whl/cu130"\nexplicit = true\n```\n\n'
+                      "Similarly, the following configuration uses the AMD builds on Linux.\n")
+    assert all(s.attachment == "" for s in found)
+
+
+def test_a_finished_sentence_before_code_is_not_a_lead_in() -> None:
+    found = sentences("## Caching\n\nThe cache is shared by every project.\n\n```console\n$ uv cache clean\n```\n")
+    assert [s.attachment for s in found] == [""]

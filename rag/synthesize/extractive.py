@@ -31,7 +31,9 @@ from rag.retrieve.types import Hit, Query
 from rag.settings import AnswerSettings
 from rag.retrieve.text import WORD, stems
 from rag.synthesize.citations import CitationStream
-from rag.synthesize.features import NEW_PART, asks_for, held_share, kind_score, question_parts, question_weights
+from rag.synthesize.features import (
+    NEW_PART, asks_for, held_share, kind_score, is_howto, question_parts, question_weights, says_how,
+)
 from rag.synthesize.sentences import sentences as excerpt_sentences
 from rag.synthesize.subject import DocFreq, Term, asked_months, other_period, subject_coverage, subject_terms
 from rag.synthesize.types import ABSTENTION, Answer, AnswerEvent, question_text
@@ -43,6 +45,7 @@ _QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")  # "Kiss and Tell (1945 film)" is 
 _NEAR_TIE = 0.95
 LEXICAL_WEIGHT = 0.25  # how much the question's words held count beside the similarity of meaning
 _MORE_FOR_SUBJECT = 2  # sentences added to name what the chosen ones leave out of the question
+_MORE_FOR_HOW = 2  # neighbours added to a how-to answer's sentences that say what but not how
 _PART_TIE = 0.95  # a chosen sentence scoring this share of a part's best answers that part already
 
 
@@ -187,13 +190,16 @@ class ExtractiveSynthesizer:
         return collect(5) or collect(2)  # excerpts of lists and short lines only: take what there is
 
     def candidates(self, question: str | Query, hits: Sequence[Hit],
-                   weights: dict[str, float] | None = None) -> list[Candidate]:
+                   weights: dict[str, float] | None = None, pool: list[Candidate] | None = None) -> list[Candidate]:
         """Every sentence scored cheaply; the best `extractive_embed` (and each document's best)
         embedded and scored by meaning too. Sorted best first; only embedded ones are returned.
-        `weights`: the question's word weights, when the caller has them already."""
+        `weights`: the question's word weights, when the caller has them already; `pool`, when
+        given, receives every sentence (embedded or not)."""
         query_vector = question.vector if isinstance(question, Query) else None
         question = question_text(question)
         found = self._sentences(hits)
+        if pool is not None:
+            pool.extend(found)
         if not found:
             return []
         if weights is None:
@@ -305,6 +311,35 @@ class ExtractiveSynthesizer:
         return _with_parts(chosen, parts, limit)
 
     @staticmethod
+    def with_how(chosen: list[Candidate], pool: Sequence[Candidate]) -> list[Candidate]:
+        """For a how-to question: a chosen sentence that says what happens but not how ("If the
+        lockfile is not up-to-date, uv will raise an error") is joined by its neighbour under the
+        same heading that does: the lead-in and code right before it, else the next sentence when
+        that names a command, flag, setting or file. At most `_MORE_FOR_HOW` are added."""
+        at = {(c.excerpt, c.position): c for c in pool}
+        taken = {(c.excerpt, c.position) for c in chosen}
+        used = sum(len(c.text) + len(c.attachment) for c in chosen)
+        added = []
+        for c in chosen:
+            if says_how(c) or len(added) >= _MORE_FOR_HOW:
+                continue
+            before, after = at.get((c.excerpt, c.position - 1)), at.get((c.excerpt, c.position + 1))
+            if before is not None and before.attachment.startswith("```"):
+                extra = before
+            elif after is not None and says_how(after):
+                extra = after
+            else:
+                continue
+            key = (extra.excerpt, extra.position)
+            size = len(extra.text) + len(extra.attachment)
+            if key in taken or extra.context != c.context or used + size > _MAX_ANSWER_CHARS:
+                continue
+            taken.add(key)
+            added.append(extra)
+            used += size
+        return chosen + added
+
+    @staticmethod
     def _said(c: Candidate, hits: Sequence[Hit]) -> str:
         """What a sentence says with what it stands under: its document's title and its heading."""
         return f"{hits[c.excerpt - 1].title} {c.context} {c.text} {c.attachment}"
@@ -352,12 +387,15 @@ class ExtractiveSynthesizer:
         """The sentences of the answer in reading order; empty: decline."""
         text = question_text(question)
         weights = question_weights(text, self.doc_freq)  # one look at the vocabulary for both steps
-        ranked = self.candidates(question, hits, weights)
+        pool: list[Candidate] = []
+        ranked = self.candidates(question, hits, weights, pool)
         question = text
         parts = self.part_answers(question, ranked, weights)
         chosen = self.select(ranked, second_document(question, hits, ranked), weights, parts)
         if not chosen:
             return []
+        if is_howto(question):
+            chosen = self.with_how(chosen, pool)
         terms: list[Term] = subject_terms(question, self.doc_freq, self.settings.subject_max_share)
         chosen = self.complete(terms, chosen, ranked, hits)
         if not self.covers_subject(terms, chosen, hits, asked_months(question)):

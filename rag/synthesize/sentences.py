@@ -26,6 +26,10 @@ MAX_ATTACHMENT_LINES = 8
 MAX_ATTACHMENT_CHARS = 400
 MAX_LIST_ITEMS = 6
 MAX_ROW_CHARS = 300
+# A paragraph that ends mid-sentence, with no closing mark, on a word or a code span: prose, not
+# code read as text (a key = value line of an excerpt cut inside a code block is not a lead-in).
+_OPEN_END = re.compile(r"(?:\b[a-z]+|`)$")
+_ASSIGNMENT = re.compile(r"^[^`]*(?:`[^`]*`[^`]*)*?\s=\s")
 
 
 @dataclass
@@ -36,6 +40,7 @@ class Unit:
     heading: str = ""  # the last heading above it inside the excerpt
     attachment: str = ""
     items: list[str] = field(default_factory=list)  # a list's items, when the unit is a list
+    open_end: bool = False  # a paragraph whose last sentence has no closing mark ("with the following contents")
 
 
 @dataclass
@@ -92,10 +97,12 @@ class _Reader:
         self.tab_lead: Unit | None = None  # a lead-in followed by content tabs ("Windows:", code)
         self.after_heading = False  # nothing but a heading since the last block
         self.path: list[tuple[int, str]] = []  # the headings above, with their levels
+        self.in_item = False  # the lines being read are a list item's
 
     def flush(self) -> None:
         if self.current:
             unit = Unit(" ".join(self.current), self.heading)
+            unit.open_end = not self.in_item and bool(_OPEN_END.search(unit.text)) and not _ASSIGNMENT.search(unit.text)
             self.units.append(unit)
             self.current = []
             if unit.text.endswith(":") and not _is_label(unit.text):
@@ -129,6 +136,11 @@ class _Reader:
 
     def _end_code(self) -> None:
         lead = self._lead()
+        if lead is None and self.units and self.units[-1].open_end and not self.units[-1].attachment:
+            # "create a file called `greet` with the following contents" and then the code: a
+            # lead-in whose colon was left out.
+            lead = self.units[-1]
+            lead.text += ":"
         if lead is None and self.code is not None and self.after_heading and self.heading:
             # Code right under a heading ("Basic usage"): the heading introduces it.
             code = _code_attachment(self.code)
@@ -175,8 +187,10 @@ class _Reader:
                 lead.items.append(item)
                 self.last_list = lead
             self.current = [item]
+            self.in_item = True
             return
         if not self.current:
+            self.in_item = False
             self.last_list = None  # a paragraph: the list before it is over
         self.current.append(line.lstrip("> ").strip())
 
