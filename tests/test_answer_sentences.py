@@ -507,3 +507,28 @@ def test_a_setting_line_before_code_is_not_a_lead_in() -> None:
 def test_a_finished_sentence_before_code_is_not_a_lead_in() -> None:
     found = sentences("## Caching\n\nThe cache is shared by every project.\n\n```console\n$ uv cache clean\n```\n")
     assert [s.attachment for s in found] == [""]
+
+
+def test_an_excerpt_cut_inside_a_code_block_does_not_read_the_code_as_prose() -> None:
+    found = sentences(
+        '[[tool.uv.index]]\nname = "pytorch-cu130"\nurl = "https://download.pytorch.org/whl/cu130"\n'
+        "explicit = true\n```\n\nSimilarly, the following configuration would use the AMD builds on Linux:\n\n"
+        "```toml\n[project]\nname = \"project\"\n```\n"
+    )
+    assert texts(found) == ["Similarly, the following configuration would use the AMD builds on Linux:"]
+    assert code_lines(found[0].attachment) == ["[project]", 'name = "project"']
+
+
+def test_a_sentence_starts_where_bold_opens_not_where_it_closes() -> None:
+    found = sentences(
+        "These steps also apply to employees who remain in other GSA offices.\n"
+        "**Begin this process at least two weeks before your last day of work.**\n"
+        "Your last day at TTS cannot be a federal holiday.\n"
+        "- **Change the phone's passcode.** It must be longer than 14 characters.\n"
+    )
+    assert texts(found) == [
+        "These steps also apply to employees who remain in other GSA offices.",
+        "Begin this process at least two weeks before your last day of work. "
+        "Your last day at TTS cannot be a federal holiday.",
+        "Change the phone's passcode. It must be longer than 14 characters.",
+    ]

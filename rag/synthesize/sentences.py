@@ -19,7 +19,9 @@ from typing import Iterator
 from rag.synthesize.markup import clean_text, neutral_brackets
 
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(`]?[A-Z0-9`])")
+# A sentence ends before a capital, also where bold opens ("offices. **Begin"); not where it closes
+# ("**Change the passcode.** It must be ..."): a bold lead-in and what it says go together.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=(?:\*\*?|__?)?[\"'“‘(`]?[A-Z0-9`])")
 _EMPHASIS = re.compile(r"(\*\*|__)")
 _HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*#*\s*$")
 MAX_ATTACHMENT_LINES = 8
@@ -201,9 +203,22 @@ class _Reader:
         return self.units
 
 
+_FENCE_LINE = re.compile(r"^\s*(?:`{3,}|~{3,})(.*)$")
+
+
+def _starts_in_code(lines: list[str]) -> bool:
+    """An excerpt cut inside a code block: its first fence is bare and the next one has an info
+    string ("```toml"), which only an opening fence can have, so the first one closes a block."""
+    fences = [m.group(1).strip() for m in map(_FENCE_LINE.match, lines) if m]
+    return len(fences) >= 2 and not fences[0] and bool(fences[1])
+
+
 def units(text: str) -> list[Unit]:
     reader = _Reader()
-    for raw in neutral_brackets(clean_text(text)).splitlines():
+    lines = neutral_brackets(clean_text(text)).splitlines()
+    if _starts_in_code(lines):
+        lines.insert(0, "```")  # its head is code, and nothing here introduces it
+    for raw in lines:
         reader.feed(raw)
     found = reader.close()
     for unit in found:
