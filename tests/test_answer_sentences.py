@@ -532,3 +532,14 @@ def test_a_sentence_starts_where_bold_opens_not_where_it_closes() -> None:
         "Your last day at TTS cannot be a federal holiday.",
         "Change the phone's passcode. It must be longer than 14 characters.",
     ]
+
+
+def test_an_attached_list_item_keeps_its_wrapped_lines() -> None:
+    (lead, *_) = sentences(
+        "If you receive a suspicious email, follow these steps:\n\n- Do not click any links in the email.\n"
+        "- Follow the [Cofense Report](https://example.gov/video) video on the Phishing\n  Emails and Scams page.\n"
+    )
+    assert lead.attachment.splitlines() == [
+        "- Do not click any links in the email.",
+        "- Follow the Cofense Report video on the Phishing Emails and Scams page.",
+    ]

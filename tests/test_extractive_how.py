@@ -93,3 +93,15 @@ def test_the_asked_answer_shows_the_option(tmp_path: Path) -> None:
     assert "uv run --locked" in answer.text
     assert "raise an error" in answer.text
     assert [s.title for s in answer.sources] == ["Locking and syncing"]
+
+
+def test_see_as_what_the_reader_does_is_not_a_pointer_elsewhere() -> None:
+    from rag.synthesize.features import kind_score
+
+    def score(text: str) -> float:
+        return kind_score(Candidate(1, text), {"howto"}, {"zoom", "limit"}, 0.5)
+
+    assert score("You can check your Zoom profile to see your user type and meeting capacity.") >= 0
+    for pointer in ("See the Zoom guide for the limits.", "Meeting limits differ (see below).",
+                    "For the limits, see the account types documentation."):
+        assert score(pointer) < 0, pointer

@@ -36,7 +36,11 @@ _ACTION = re.compile(
     re.IGNORECASE,
 )
 _POINTER = re.compile(
-    r"\b(?:see|check out|jump to|refer to|consult|read more|learn more|more (?:details|information)|documented in"
+    # "see" points elsewhere where it opens a sentence or an aside ("See the guide", "(see below)"),
+    # not where it is the verb of what the reader does ("to see your user type").
+    r"(?:^|[(;:,—–]\s*)see\b|\b(?:please see|see also)\b"
+    r"|\bsee (?:the |our )?(?:[\w`'-]+ ){0,4}(?:docs|documentation|guide|page|section|reference)\b"
+    r"|\b(?:check out|jump to|refer to|consult|read more|learn more|more (?:details|information)|documented in"
     r"|described in|covered in|discussed in|can be found (?:in|at|on))\b|\b(?:below|above|following)\s*[.:]?$",
     re.IGNORECASE,
 )

@@ -28,6 +28,7 @@ MAX_ATTACHMENT_LINES = 8
 MAX_ATTACHMENT_CHARS = 400
 MAX_LIST_ITEMS = 6
 MAX_ROW_CHARS = 300
+MAX_ITEM_CHARS = 200  # a list item shown under its lead-in
 # A paragraph that ends mid-sentence, with no closing mark, on a word or a code span: prose, not
 # code read as text (a key = value line of an excerpt cut inside a code block is not a lead-in).
 _OPEN_END = re.compile(r"(?:\b[a-z]+|`)$")
@@ -66,6 +67,10 @@ def _table_rows(lines: list[str]) -> Iterator[str]:
             yield text[:MAX_ROW_CHARS]
 
 
+def _shortened(item: str) -> str:
+    return item if len(item) <= MAX_ITEM_CHARS else item[: MAX_ITEM_CHARS - 1].rstrip() + "…"
+
+
 def _is_label(text: str) -> bool:
     """A few words and a colon: a content tab's title ("macOS and Linux:"), not a sentence."""
     return text.endswith(":") and len(text.split()) <= 4
@@ -100,11 +105,15 @@ class _Reader:
         self.after_heading = False  # nothing but a heading since the last block
         self.path: list[tuple[int, str]] = []  # the headings above, with their levels
         self.in_item = False  # the lines being read are a list item's
+        self.item_of: Unit | None = None  # the lead-in whose last item they are
 
     def flush(self) -> None:
         if self.current:
             unit = Unit(" ".join(self.current), self.heading)
             unit.open_end = not self.in_item and bool(_OPEN_END.search(unit.text)) and not _ASSIGNMENT.search(unit.text)
+            if self.in_item and self.item_of is not None:
+                self.item_of.items[-1] = _shortened(unit.text)  # the item with its wrapped lines
+            self.item_of = None
             self.units.append(unit)
             self.current = []
             if unit.text.endswith(":") and not _is_label(unit.text):
@@ -188,6 +197,7 @@ class _Reader:
             if lead is not None and len(lead.items) < MAX_LIST_ITEMS:
                 lead.items.append(item)
                 self.last_list = lead
+                self.item_of = lead
             self.current = [item]
             self.in_item = True
             return
