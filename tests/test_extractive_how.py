@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from rag.retrieve.types import Hit
 from rag.service import KnowledgeService, Principal
 from rag.settings import AnswerSettings, Settings
@@ -105,3 +107,30 @@ def test_see_as_what_the_reader_does_is_not_a_pointer_elsewhere() -> None:
     for pointer in ("See the Zoom guide for the limits.", "Meeting limits differ (see below).",
                     "For the limits, see the account types documentation."):
         assert score(pointer) < 0, pointer
+
+
+def _ranked(*rows: tuple[str, str, float]) -> list[Candidate]:
+    found = []
+    for n, (document, text, score) in enumerate(rows):
+        vector = np.zeros(8)
+        vector[n] = 1.0  # every sentence says something different
+        found.append(Candidate(n + 1, text, document, vector=vector, score=score))
+    return found
+
+
+def test_a_how_to_answer_takes_another_pages_sentence_that_says_how() -> None:
+    # The uv docs' question "How do I add a library from a folder next to my app so my edits show
+    # up?": the best page (the pip interface) says what editables are; another page holds the option.
+    synthesizer = ExtractiveSynthesizer(None, AnswerSettings())  # type: ignore[arg-type]
+    ranked = _ranked(
+        ("pip", "Editable packages do not need to be reinstalled for changes to be active.", 0.60),
+        ("pip", "Editable installations add a link to the project within the virtual environment.", 0.55),
+        ("deps", "To add an editable dependency, use the `--editable` flag.", 0.51),
+    )
+    texts = [c.text for c in synthesizer.select(ranked, howto=True)]
+    assert texts[-1] == "To add an editable dependency, use the `--editable` flag."
+    assert len(synthesizer.select(ranked, howto=False)) == 2  # another page's sentence needs a reason
+    ranked[2].score = 0.40  # far below the best: not taken
+    assert len(synthesizer.select(ranked, howto=True)) == 2
+    ranked[2].score, ranked[2].text = 0.51, "Editable dependencies are useful for local development."
+    assert len(synthesizer.select(ranked, howto=True)) == 2  # says nothing of how

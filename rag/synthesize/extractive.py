@@ -46,6 +46,7 @@ _NEAR_TIE = 0.95
 LEXICAL_WEIGHT = 0.25  # how much the question's words held count beside the similarity of meaning
 _MORE_FOR_SUBJECT = 2  # sentences added to name what the chosen ones leave out of the question
 _MORE_FOR_HOW = 2  # neighbours added to a how-to answer's sentences that say what but not how
+_HOW_ELSEWHERE = 0.8  # a how-to answer takes another document's sentence that says how, scoring this share of the best
 _PART_TIE = 0.95  # a chosen sentence scoring this share of a part's best answers that part already
 
 
@@ -269,7 +270,7 @@ class ExtractiveSynthesizer:
 
     def select(self, ranked: list[Candidate], second: str | None = None,
                weights: dict[str, float] | None = None,
-               parts: Sequence[tuple[Candidate, set[int]]] = ()) -> list[Candidate]:
+               parts: Sequence[tuple[Candidate, set[int]]] = (), howto: bool = False) -> list[Candidate]:
         """The best sentences of the best sentence's document, of the `second` one (which gives at
         least its best sentence whatever its score: a link is evidence enough), of any other
         document that holds a part of the question (by its word `weights`) the chosen sentences do
@@ -297,7 +298,7 @@ class ExtractiveSynthesizer:
             if _repeats(c, chosen) or (chosen and used + size > _MAX_ANSWER_CHARS):
                 continue
             if c.document not in allowed:
-                if not adds_a_part(c):
+                if not (adds_a_part(c) or (howto and says_how(c) and c.score >= _HOW_ELSEWHERE * chosen[0].score)):
                     continue
                 allowed.add(c.document)
             chosen.append(c)
@@ -391,10 +392,11 @@ class ExtractiveSynthesizer:
         ranked = self.candidates(question, hits, weights, pool)
         question = text
         parts = self.part_answers(question, ranked, weights)
-        chosen = self.select(ranked, second_document(question, hits, ranked), weights, parts)
+        howto = is_howto(question)
+        chosen = self.select(ranked, second_document(question, hits, ranked), weights, parts, howto)
         if not chosen:
             return []
-        if is_howto(question):
+        if howto:
             chosen = self.with_how(chosen, pool)
         terms: list[Term] = subject_terms(question, self.doc_freq, self.settings.subject_max_share)
         chosen = self.complete(terms, chosen, ranked, hits)
