@@ -75,6 +75,29 @@ def _with_citation(sentence: str, number: int, attachment: str = "") -> str:
     return f"{sentence} [{number}]."
 
 
+_SUBJECT_PRONOUN = re.compile(r"^(It|He|She|They)\b")
+
+
+def with_referent(c: Candidate, hit: Hit, question_words: str = "") -> str:
+    """The sentence, its opening pronoun followed by whom it means when the excerpt is about its
+    title: "It supplied hydropower" -> "It (Dundee Canal) supplied hydropower", where the excerpt
+    opens with "The Dundee Canal was ...". Quoted alone, "It" names nobody. Given the words of a
+    question that names several of the answer's documents by their titles, a sentence of one of
+    them that does not name it itself is labelled with it ("Which was released first, A or B?":
+    "A: The game system was invented in 1987")."""
+    pronoun = _SUBJECT_PRONOUN.match(c.text)
+    name = _QUALIFIER.sub("", hit.title).strip()
+    words = _words(name).strip()
+    if not words or f" {words} " in _words(c.text):
+        return c.text
+    if pronoun is None:
+        return f"{name}: {c.text}" if question_words and _names(words, question_words) else c.text
+    prose = _prose(hit)
+    if not (prose.startswith(f" {words} ") or prose.startswith(f" the {words} ")):
+        return c.text
+    return f"{pronoun.group(1)} ({name}){c.text[pronoun.end():]}"
+
+
 def reading_order(chosen: list[Candidate]) -> list[Candidate]:
     """The best sentence's excerpt first; within an excerpt, sentences in the order they are written."""
     first_rank = {}
@@ -409,7 +432,11 @@ class ExtractiveSynthesizer:
         question = question_text(question)
         citations = CitationStream(hits)
         if chosen:
-            text = citations.process(_join([_with_citation(c.text, c.excerpt, c.attachment) for c in chosen]))
+            question_words = _words(question)
+            compared = {c.document for c in chosen if _names(_name(hits[c.excerpt - 1]), question_words)}
+            label = question_words if len(compared) >= 2 else ""  # "A or B?": say which each sentence is about
+            text = citations.process(_join([
+                _with_citation(with_referent(c, hits[c.excerpt - 1], label), c.excerpt, c.attachment) for c in chosen]))
             answer = Answer(text=text, sources=citations.sources, synthesizer=self.name, question=question)
         else:
             answer = Answer(ABSTENTION, [], synthesizer=self.name, abstained=True, question=question)
