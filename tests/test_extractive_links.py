@@ -106,3 +106,16 @@ def test_labels_only_where_the_question_compares_pages_it_names(monkeypatch) -> 
                              "Kill Doctor Lucky: The game was released in 1996 [2].")
     one = synthesizer.answer("When was Kill Doctor Lucky released?", [GAME, lucky])
     assert one.text == "The game system was invented in 1987 [1]. The game was released in 1996 [2]."
+
+
+def test_a_page_is_named_once_in_an_answer(monkeypatch) -> None:
+    from rag.settings import AnswerSettings
+    from rag.synthesize.extractive import ExtractiveSynthesizer
+
+    chosen = [Candidate(1, "It was built between 1858 and 1861 along the river.", "canal"),
+              Candidate(1, "It supplied hydropower and water for manufacturing.", "canal")]
+    synthesizer = ExtractiveSynthesizer(None, AnswerSettings())  # type: ignore[arg-type]
+    monkeypatch.setattr(synthesizer, "compose", lambda question, hits: chosen)
+    assert synthesizer.answer("Which canal supplied hydropower?", [CANAL]).text == (
+        "It (Dundee Canal) was built between 1858 and 1861 along the river [1]. "
+        "It supplied hydropower and water for manufacturing [1].")

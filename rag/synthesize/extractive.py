@@ -98,6 +98,19 @@ def with_referent(c: Candidate, hit: Hit, question_words: str = "") -> str:
     return f"{pronoun.group(1)} ({name}){c.text[pronoun.end():]}"
 
 
+def _referents(chosen: Sequence[Candidate], hits: Sequence[Hit], question_words: str) -> list[str]:
+    """Each sentence's text, `with_referent` until its document has been named once in the answer."""
+    named: set[str] = set()
+    found = []
+    for c in chosen:
+        hit = hits[c.excerpt - 1]
+        text = c.text if c.document in named else with_referent(c, hit, question_words)
+        if _names(_name(hit), _words(text)):
+            named.add(c.document)
+        found.append(text)
+    return found
+
+
 def reading_order(chosen: list[Candidate]) -> list[Candidate]:
     """The best sentence's excerpt first; within an excerpt, sentences in the order they are written."""
     first_rank = {}
@@ -436,7 +449,7 @@ class ExtractiveSynthesizer:
             compared = {c.document for c in chosen if _names(_name(hits[c.excerpt - 1]), question_words)}
             label = question_words if len(compared) >= 2 else ""  # "A or B?": say which each sentence is about
             text = citations.process(_join([
-                _with_citation(with_referent(c, hits[c.excerpt - 1], label), c.excerpt, c.attachment) for c in chosen]))
+                _with_citation(said, c.excerpt, c.attachment) for c, said in zip(chosen, _referents(chosen, hits, label))]))
             answer = Answer(text=text, sources=citations.sources, synthesizer=self.name, question=question)
         else:
             answer = Answer(ABSTENTION, [], synthesizer=self.name, abstained=True, question=question)
