@@ -80,8 +80,16 @@ class SearchIndex:
     def search(
         self, session: Session, query: Query, scope: Scope, depth: int, lanes: Sequence[str] | None = None
     ) -> dict[str, list[LaneHit]]:
-        """Each lane's own ranking of its best `depth` chunks under the scope."""
-        return {lane.name: lane.search(session, query, scope, depth) for lane in self.select(lanes)}
+        """Each lane's own ranking of its best `depth` chunks under the scope. When some lanes need
+        the query's vector and others do not, the vector is computed on another thread while the
+        others search (both are mostly native code: the model, tantivy), and those lanes go first."""
+        chosen = self.select(lanes)
+        if not scope.empty and any(lane.uses_vectors for lane in chosen) and not all(
+                lane.uses_vectors for lane in chosen):
+            query.embed_ahead()
+        found = {lane.name: lane.search(session, query, scope, depth) for lane in chosen if not lane.uses_vectors}
+        found |= {lane.name: lane.search(session, query, scope, depth) for lane in chosen if lane.uses_vectors}
+        return {lane.name: found[lane.name] for lane in chosen}  # the registry's order
 
     def fuse(self, found: Mapping[str, Sequence[LaneHit]]) -> list[Fused]:
         """Reciprocal rank fusion with the weights by lane name."""
