@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sqlite3
 import sys
@@ -26,7 +27,8 @@ from typing import Iterator
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = Path("/work/shared/datasets")
 BENCH_CACHE = ROOT / ".cache" / "bench"
-EMBED_CACHE = ROOT / ".cache" / "embeddings.sqlite"
+# The tests' shared cache by default (tests/conftest.py), or the one RAG_EMBED_CACHE names.
+EMBED_CACHE = Path(os.environ.get("RAG_EMBED_CACHE") or ROOT / ".cache" / "embeddings.sqlite")
 KB = "bench"
 TARGET_CHUNKS = 100_000
 SOURCES = ("handbook", "hotpotqa", "scifact")  # SciFact last: its vectors may already be cached by others
@@ -61,12 +63,14 @@ def source_records(source: str) -> list[dict]:
     raise ValueError(source)
 
 
-def open_service(home: Path, writer: bool = True, keyword_engine: str | None = None):
-    """The fixture's service; a writer fills a keyword engine's index from the chunks on opening."""
+def open_service(home: Path, writer: bool = True, keyword_engine: str | None = None, building: bool = False):
+    """The fixture's service; a writer fills a keyword engine's index from the chunks on opening.
+    `building`: publishes skip the extractive answer's sentence vectors (a model is named, never
+    called): no search reads them, and at 100,000 chunks they would be most of the build."""
     from rag.service import KnowledgeService
     from rag.settings import Settings
 
-    settings = Settings(home=home, embed_cache=EMBED_CACHE)
+    settings = Settings(home=home, embed_cache=EMBED_CACHE, **({"llm_model": "openai/unused"} if building else {}))
     if keyword_engine:
         settings = settings.model_copy(
             update={"retrieve": settings.retrieve.model_copy(update={"keyword_engine": keyword_engine})}
@@ -141,7 +145,7 @@ def build_100k(rebuild: bool = False, target: int = TARGET_CHUNKS) -> Path:
     # interrupted publish, so a provider already present is a complete batch: a resumed build skips it.
     started = time.perf_counter()
     records = {s: source_records(s) for s in SOURCES}
-    with open_service(home) as svc:
+    with open_service(home, building=True) as svc:
         principal = Principal.local_admin("default")
         done = _providers(home)
         for source in SOURCES:  # round 1: the originals (unique text; the model runs on what is not cached)
@@ -190,7 +194,7 @@ def build_scifact(rebuild: bool = False) -> Path:
     from rag.service import Principal
 
     started = time.perf_counter()
-    with open_service(home) as svc:
+    with open_service(home, building=True) as svc:
         _ingest(svc, Principal.local_admin("default"), "scifact", source_records("scifact"))
         hits, misses = svc.embedder.hits, svc.embedder.misses
     meta = {

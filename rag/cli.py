@@ -63,14 +63,20 @@ def _settings() -> Settings:
 
 
 @contextmanager
-def service(writer: bool, serving: bool = False, defer_start: bool = False) -> Iterator[KnowledgeService]:
+def service(writer: bool, serving: bool = False, defer_start: bool = False,
+            embeds_query: bool = False) -> Iterator[KnowledgeService]:
     """Open the service; map errors once: a clear message and an exit code, tracebacks to the log.
     `serving`: a long-running server, which also takes over other workers' abandoned publishes;
-    `defer_start`: see KnowledgeService."""
-    from rag.service import KnowledgeService
-
+    `defer_start`: see KnowledgeService. `embeds_query`: the command embeds a query, so the query
+    encoder is loaded in the background while the service opens (rag.models.embed.warm_query_encoder)."""
     settings = _settings()
     log_path = configure(settings.home)
+    if embeds_query:
+        from rag.models.embed import warm_query_encoder
+
+        warm_query_encoder(settings)
+    from rag.service import KnowledgeService
+
     try:
         with KnowledgeService(settings, writer=writer, publish_worker=serving, defer_start=defer_start) as svc:
             yield svc
@@ -115,7 +121,7 @@ def run(operation: str, writer: bool, progress=None, stream=None, **arguments) -
     extra = {"progress": progress} if progress is not None else {}
     if stream is not None:
         extra["stream"] = stream
-    with service(writer=writer) as svc:
+    with service(writer=writer, embeds_query=operation in ("search", "ask")) as svc:
         yield from OPERATIONS[operation](svc, **arguments, **extra)
 
 

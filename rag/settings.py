@@ -264,6 +264,12 @@ class Settings(BaseSettings):
         25 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024,
         description="The largest file `POST /v1/uploads` takes, in bytes (a larger one is refused with 413).",
     )
+    search_threads: int = Field(
+        2, ge=1, le=64,
+        description="`rag serve`: how many searches and extractive answers run at once (the others wait their "
+        "turn). They hold Python's interpreter lock most of the time, so more threads than cores only add "
+        "switching (rag/api/compute.py).",
+    )
     index: IndexSettings = Field(default_factory=IndexSettings)
     retrieve: RetrieveSettings = Field(default_factory=RetrieveSettings)
 

@@ -482,3 +482,64 @@ def test_empty_text() -> None:
 )
 def test_question_parts(question: str, parts: list[str]) -> None:
     assert question_parts(question) == parts
+
+
+# ------------------------------------------------------------------------------------ lead-ins without a colon
+
+
+def test_lead_in_without_its_colon_carries_the_code_after_it() -> None:
+    found = sentences(
+        "## Using a shebang\n\nA shebang can be added to make a script executable without using `uv run`.\n\n"
+        "For example, create a file called `greet` with the following contents\n\n"
+        "```python title=\"greet\"\n#!/usr/bin/env -S uv run --script\n\nprint(\"Hello, world!\")\n```\n"
+    )
+    lead = by_text(found, "For example, create a file called `greet` with the following contents:")
+    assert code_lines(lead.attachment) == ["#!/usr/bin/env -S uv run --script", 'print("Hello, world!")']
+
+
+def test_a_setting_line_before_code_is_not_a_lead_in() -> None:
+    # An excerpt cut inside a code block: its tail reads as text, its closing fence as an opening one.
+    found = sentences('url = "https://download.pytorch.org/whl/cu130"\nexplicit = true\n```\n\n'
+                      "Similarly, the following configuration uses the AMD builds on Linux.\n")
+    assert all(s.attachment == "" for s in found)
+
+
+def test_a_finished_sentence_before_code_is_not_a_lead_in() -> None:
+    found = sentences("## Caching\n\nThe cache is shared by every project.\n\n```console\n$ uv cache clean\n```\n")
+    assert [s.attachment for s in found] == [""]
+
+
+def test_an_excerpt_cut_inside_a_code_block_does_not_read_the_code_as_prose() -> None:
+    found = sentences(
+        '[[tool.uv.index]]\nname = "pytorch-cu130"\nurl = "https://download.pytorch.org/whl/cu130"\n'
+        "explicit = true\n```\n\nSimilarly, the following configuration would use the AMD builds on Linux:\n\n"
+        "```toml\n[project]\nname = \"project\"\n```\n"
+    )
+    assert texts(found) == ["Similarly, the following configuration would use the AMD builds on Linux:"]
+    assert code_lines(found[0].attachment) == ["[project]", 'name = "project"']
+
+
+def test_a_sentence_starts_where_bold_opens_not_where_it_closes() -> None:
+    found = sentences(
+        "These steps also apply to employees who remain in other GSA offices.\n"
+        "**Begin this process at least two weeks before your last day of work.**\n"
+        "Your last day at TTS cannot be a federal holiday.\n"
+        "- **Change the phone's passcode.** It must be longer than 14 characters.\n"
+    )
+    assert texts(found) == [
+        "These steps also apply to employees who remain in other GSA offices.",
+        "Begin this process at least two weeks before your last day of work. "
+        "Your last day at TTS cannot be a federal holiday.",
+        "Change the phone's passcode. It must be longer than 14 characters.",
+    ]
+
+
+def test_an_attached_list_item_keeps_its_wrapped_lines() -> None:
+    (lead, *_) = sentences(
+        "If you receive a suspicious email, follow these steps:\n\n- Do not click any links in the email.\n"
+        "- Follow the [Cofense Report](https://example.gov/video) video on the Phishing\n  Emails and Scams page.\n"
+    )
+    assert lead.attachment.splitlines() == [
+        "- Do not click any links in the email.",
+        "- Follow the Cofense Report video on the Phishing Emails and Scams page.",
+    ]

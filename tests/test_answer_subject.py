@@ -94,6 +94,14 @@ def test_common_english_words_are_not_candidates() -> None:
 
 
 @needs_lexicon
+def test_an_adjective_made_with_y_is_as_common_as_its_word() -> None:
+    # "sketchy" is not a whole word of the vocabulary, "sketch" is: a handbook question about a
+    # sketchy email was declined as if it named something the handbook lacks.
+    assert candidates("I got a sketchy email. What tool do I use to flag it?") == []
+    assert candidates("Does pipenv work with numpy?") == ["pipenv", "numpy"]
+
+
+@needs_lexicon
 @pytest.mark.parametrize("word", ["too-strict", "user-wide"])
 def test_english_words_joined_by_a_hyphen_are_not_candidates(word: str) -> None:
     assert candidates(f"Is the resolver {word} for installs?") == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from rag.retrieve.types import Hit
-from rag.synthesize.extractive import Candidate, _with_parts, _words, leads_to, second_document
+from rag.synthesize.extractive import Candidate, _with_parts, _words, leads_to, second_document, with_referent
 
 
 def hit(node: str, title: str, text: str) -> Hit:
@@ -68,3 +68,54 @@ def test_each_part_of_a_question_gets_its_best_sentence() -> None:
     # A part a chosen sentence answers about as well adds nothing.
     parts = [(first, {id(first)}), (other_part, {id(other_part), id(second)})]
     assert _with_parts([first, second], parts, limit=4) == [first, second]
+
+
+CANAL = hit("canal", "Dundee Canal", "The Dundee Canal was a canal in New Jersey. It supplied hydropower and water for manufacturing.")
+GAME = hit("game", "Icehouse pieces", "Icehouse pieces are stackable pyramids. The game system was invented in 1987.")
+
+
+def test_an_opening_pronoun_is_followed_by_the_title_the_excerpt_is_about() -> None:
+    it = Candidate(1, "It supplied hydropower and water for manufacturing.", "canal")
+    assert with_referent(it, CANAL) == "It (Dundee Canal) supplied hydropower and water for manufacturing."
+    # An excerpt that does not open with its title's name may mean something else by "It".
+    other = hit("equipment", "Equipment", "Change the phone's passcode. It must be longer than 14 characters.")
+    must = Candidate(1, "It must be longer than 14 characters.", "equipment")
+    assert with_referent(must, other) == must.text
+
+
+def test_a_sentence_of_a_page_the_question_names_is_labelled_with_it() -> None:
+    invented = Candidate(1, "The game system was invented in 1987.", "game")
+    question = _words("Which game was released first, Icehouse pieces or Kill Doctor Lucky?")
+    assert with_referent(invented, GAME, question) == "Icehouse pieces: The game system was invented in 1987."
+    assert with_referent(invented, GAME, _words("When was the game system invented?")) == invented.text
+    named = Candidate(1, "Icehouse pieces are stackable pyramids.", "game")
+    assert with_referent(named, GAME, question) == named.text  # it names itself
+
+
+def test_labels_only_where_the_question_compares_pages_it_names(monkeypatch) -> None:
+    from rag.settings import AnswerSettings
+    from rag.synthesize.extractive import ExtractiveSynthesizer
+
+    lucky = hit("lucky", "Kill Doctor Lucky", "Kill Doctor Lucky is a board game. The game was released in 1996.")
+    chosen = [Candidate(1, "The game system was invented in 1987.", "game"),
+              Candidate(2, "The game was released in 1996.", "lucky")]
+    synthesizer = ExtractiveSynthesizer(None, AnswerSettings())  # type: ignore[arg-type]
+    monkeypatch.setattr(synthesizer, "compose", lambda question, hits: chosen)
+    compared = synthesizer.answer("Which game was released first, Icehouse pieces or Kill Doctor Lucky?", [GAME, lucky])
+    assert compared.text == ("Icehouse pieces: The game system was invented in 1987 [1]. "
+                             "Kill Doctor Lucky: The game was released in 1996 [2].")
+    one = synthesizer.answer("When was Kill Doctor Lucky released?", [GAME, lucky])
+    assert one.text == "The game system was invented in 1987 [1]. The game was released in 1996 [2]."
+
+
+def test_a_page_is_named_once_in_an_answer(monkeypatch) -> None:
+    from rag.settings import AnswerSettings
+    from rag.synthesize.extractive import ExtractiveSynthesizer
+
+    chosen = [Candidate(1, "It was built between 1858 and 1861 along the river.", "canal"),
+              Candidate(1, "It supplied hydropower and water for manufacturing.", "canal")]
+    synthesizer = ExtractiveSynthesizer(None, AnswerSettings())  # type: ignore[arg-type]
+    monkeypatch.setattr(synthesizer, "compose", lambda question, hits: chosen)
+    assert synthesizer.answer("Which canal supplied hydropower?", [CANAL]).text == (
+        "It (Dundee Canal) was built between 1858 and 1861 along the river [1]. "
+        "It supplied hydropower and water for manufacturing [1].")

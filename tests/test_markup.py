@@ -299,3 +299,21 @@ def test_placeholders_that_are_also_html_names_stay_unless_used_as_html() -> Non
     assert clean_text("Run `x` with <table> and <path> or <source>.") == "Run `x` with <table> and <path> or <source>."
     assert clean_text('A <code>uv</code> and <source src="a.mp4"> <table><tr><td>cell</td></tr></table>') == "A uv and cell"
     assert clean_heading("Copy <path> to <name>") == "Copy <path> to <name>"
+
+
+def test_reference_definition_with_its_destination_on_the_next_line_is_dropped() -> None:
+    text = (
+        "Configure a personal access token.\n\n[PAT]:\n  https://docs.github.com/en/authentication/tokens\n"
+        "[repository secret]:\n  https://docs.github.com/en/actions#secrets\n\n## Publishing\n\nNext part.\n"
+    )
+    assert clean_text(text) == "Configure a personal access token.\n\n## Publishing\n\nNext part.\n"
+
+
+def test_a_label_and_colon_followed_by_prose_stays() -> None:
+    assert clean_text("[Beta]:\nThis feature may change.\n") == "[Beta]:\nThis feature may change.\n"
+
+
+def test_an_escaped_bracket_before_a_link_goes_with_the_link() -> None:
+    assert clean_text("TTS uses many \\[hiring authorities](/hiring-authorities/) available.") == (
+        "TTS uses many hiring authorities available."
+    )

@@ -193,3 +193,24 @@ def test_score_fusion_orders_by_how_far_each_lane_set_a_candidate_apart():
     assert ranked[-1].chunk_id == 5  # found by one lane only, and last there: the other lane's lowest counts
     # The order is new; the scores are fusion's, handed out by place (first still at most 2/61).
     assert [f.score for f in ranked] == sorted((f.score for f in rrf.fuse(found)), reverse=True)
+
+
+def test_a_query_embedded_ahead_is_embedded_once_and_the_same() -> None:
+    """The vector computed on another thread while the keyword lane searches is the one the
+    vector lane (and the answer stage) reads, and the model is called once."""
+    import numpy as np
+
+    from rag.retrieve.types import Query
+
+    calls: list[str] = []
+
+    def embed(text: str) -> np.ndarray:
+        calls.append(text)
+        return np.full(4, float(len(text)), dtype=np.float32)
+
+    ahead = Query("annual leave", embed)
+    ahead.embed_ahead()
+    ahead.embed_ahead()  # a second call starts nothing new
+    assert np.array_equal(ahead.vector, np.full(4, 12.0, dtype=np.float32))
+    assert np.array_equal(ahead.vector, Query("annual leave", embed).vector)
+    assert calls == ["annual leave", "annual leave"]  # once ahead, once for the plain query

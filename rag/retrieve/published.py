@@ -15,19 +15,39 @@ from rag.retrieve.types import LaneHit
 from rag.store.models import PUBLISHED, Chunk, DocumentVersion
 
 
+MEMO = "rag.published"  # session.info key: one search's statuses by chunk id (None: no such chunk)
+
+
+def remember_statuses(session: Session) -> None:
+    """Keep the statuses this session's checks read (one search's: the retriever's session), so
+    that the second lane checks only the chunks the first did not return. Only for a session that
+    writes nothing."""
+    session.info[MEMO] = {}
+
+
 def published_ids(session: Session, chunk_ids: list[int]) -> set[int]:
     """The chunk ids among these that belong to published versions (checked by primary key)."""
     if not chunk_ids:
         return set()
-    # The status is checked here rather than in SQL: with it in the WHERE clause SQLite plans
-    # from the status index and walks every published version (110 ms at 10,000 documents,
-    # against 0.2 ms by primary key).
-    stmt = (
-        select(Chunk.id, DocumentVersion.status)
-        .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
-        .where(Chunk.id.in_(bindparam("ids", expanding=True)))
-    )
-    return {chunk_id for chunk_id, status in session.execute(stmt, {"ids": chunk_ids}) if status == PUBLISHED}
+    memo: dict[int, str | None] | None = session.info.get(MEMO)
+    wanted = list(dict.fromkeys(chunk_ids))
+    missing = wanted if memo is None else [i for i in wanted if i not in memo]
+    found: dict[int, str | None] = {}
+    if missing:
+        # The status is checked here rather than in SQL: with it in the WHERE clause SQLite plans
+        # from the status index and walks every published version (110 ms at 10,000 documents,
+        # against 0.2 ms by primary key). Only ids and statuses: the text of a hundred candidates
+        # is read for the few shown (retriever._hydrate), not here.
+        stmt = (
+            select(Chunk.id, DocumentVersion.status)
+            .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
+            .where(Chunk.id.in_(bindparam("ids", expanding=True)))
+        )
+        found = {chunk_id: status for chunk_id, status in session.execute(stmt, {"ids": missing})}
+        if memo is not None:
+            memo.update({i: found.get(i) for i in missing})
+    statuses = found if memo is None else memo
+    return {i for i in wanted if statuses.get(i) == PUBLISHED}
 
 
 def widen_until_full(

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from rag.models.embed import Embedder
 from rag.retrieve.fusion import Fused, diversify
 from rag.retrieve.index import BRIDGE, SearchIndex
+from rag.retrieve.published import remember_statuses
 from rag.retrieve.types import Hit, LaneHit, Query, Scope
 from rag.settings import RetrieveSettings
 from rag.store.db import Database
@@ -58,6 +59,7 @@ class Retriever:
         query = self.query(query)
         depth = max(depth or self.settings.candidates, k)
         with self.db.session() as session:
+            remember_statuses(session)  # the lanes check each chunk's status once
             found = self.lane_hits(session, query, scope, depth, lanes)
             if not diverse or self.settings.per_document <= 0:
                 return self._hydrate(session, self.index.rank(session, query, found, k))
@@ -90,38 +92,39 @@ class Retriever:
     def _hydrate(self, session: Session, fused: Sequence[Fused]) -> list[Hit]:
         if not fused:
             return []
+        # Columns, not ORM entities: building and tracking entities was most of a hydration's cost.
         stmt = (
-            select(Chunk, DocumentVersion.number, Node)
+            select(Chunk.id, Chunk.kb_id, Chunk.heading_path, Chunk.text, Chunk.char_start, Chunk.char_end,
+                   Chunk.page_start, DocumentVersion.number, Node.id.label("node_id"), Node.source_id, Node.name,
+                   Node.source_label)
             .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
             .join(Node, Node.id == Chunk.node_id)
             .where(Chunk.id.in_(bindparam("ids", expanding=True)))
         )
-        rows = {chunk.id: (chunk, number, node) for chunk, number, node in session.execute(
-            stmt, {"ids": [f.chunk_id for f in fused]}
-        )}
+        rows = {row.id: row for row in session.execute(stmt, {"ids": [f.chunk_id for f in fused]})}
         hits: list[Hit] = []
         for f in fused:
-            if f.chunk_id not in rows:
+            row = rows.get(f.chunk_id)
+            if row is None:
                 continue  # deleted between the lane query and now
-            chunk, number, node = rows[f.chunk_id]
             hits.append(
                 Hit(
-                    chunk_id=chunk.id,
+                    chunk_id=row.id,
                     score=f.score,
-                    retrievers=[name for name in self.index.lanes if name in f.lanes] or [name for name in f.lanes if name == BRIDGE],
-                    node_id=node.id,
-                    kb_id=chunk.kb_id,
-                    source_id=node.source_id or node.id,
-                    title=node.name,
-                    source=node.source_label,
-                    version=number,
-                    heading_path=list(chunk.heading_path or []),
-                    text=chunk.text,
-                    char_start=chunk.char_start,
-                    char_end=chunk.char_end,
+                    retrievers=[lane for lane in self.index.lanes if lane in f.lanes] or [n for n in f.lanes if n == BRIDGE],
+                    node_id=row.node_id,
+                    kb_id=row.kb_id,
+                    source_id=row.source_id or row.node_id,
+                    title=row.name,
+                    source=row.source_label,
+                    version=row.number,
+                    heading_path=list(row.heading_path or []),
+                    text=row.text,
+                    char_start=row.char_start,
+                    char_end=row.char_end,
                     lane_ranks=dict(f.lanes),
                     lane_scores=dict(f.lane_scores),
-                    page=chunk.page_start,
+                    page=row.page_start,
                 )
             )
         return hits

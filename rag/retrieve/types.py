@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Sequence
 
@@ -45,6 +47,19 @@ def heading_text(heading_path: Sequence[str] | None) -> str:
     return " > ".join(heading_path or ())
 
 
+_ahead_pool: ThreadPoolExecutor | None = None
+_ahead_lock = threading.Lock()
+
+
+def _ahead() -> ThreadPoolExecutor:
+    """The threads that embed queries ahead of the lanes that need them (made on first use)."""
+    global _ahead_pool
+    with _ahead_lock:
+        if _ahead_pool is None:
+            _ahead_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rag-query-embed")
+        return _ahead_pool
+
+
 class Query:
     """One search's question. Its embedding is computed on first use and then kept, so that every
     lane that needs it (and, later, the answer stage) shares one model call, and a search that
@@ -56,14 +71,24 @@ class Query:
         self.max_terms = max_terms  # the keyword lanes' limit on distinct query words (a bridge query has more)
         self._embed = embed
         self._vector = vector
+        self._pending: Future[np.ndarray] | None = None
 
     @property
     def vector(self) -> np.ndarray:
         if self._vector is None:
-            if self._embed is None:
+            if self._pending is not None:
+                self._vector = self._pending.result()
+            elif self._embed is None:
                 raise ValueError("this query was made without an embedder")
-            self._vector = self._embed(self.text)
+            else:
+                self._vector = self._embed(self.text)
         return self._vector
+
+    def embed_ahead(self) -> None:
+        """Start computing the embedding on another thread (the model runs without Python's lock),
+        so that a lane that needs no vector searches meanwhile; `vector` then waits for it."""
+        if self._vector is None and self._pending is None and self._embed is not None:
+            self._pending = _ahead().submit(self._embed, self.text)
 
     @property
     def embedded(self) -> bool:

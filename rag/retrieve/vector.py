@@ -18,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from rag.errors import Unavailable
+from rag.retrieve.chroma_reader import ChromaReader
 from rag.models.embed import Embedder
 from rag.retrieve.lanes import ChunkRef, ChunkSource, by_kb
 from rag.retrieve.published import widen_until_full
@@ -34,7 +35,16 @@ def collection_name(model: str, dim: int) -> str:
     return f"rag-chunks-{slug}-{dim}"
 
 
-def open_chroma_client(settings: Settings):
+def open_chroma_client(settings: Settings, read_only: bool = False):
+    """A Chroma client: a server's by URL, else the embedded store's; a process that only reads
+    the embedded store opens Chroma's engine without the chromadb package when it can
+    (rag/retrieve/chroma_reader.py)."""
+    if read_only and not settings.chroma_url:
+        from rag.retrieve.chroma_reader import open_reader
+
+        reader = open_reader(settings.chroma_path)
+        if reader is not None:
+            return reader
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
@@ -148,7 +158,11 @@ class ChromaVectorLane:
         if kb_id in self._collections:
             return self._collections[kb_id]
         client = self.client
-        if create:
+        if isinstance(client, ChromaReader):  # read only: a missing collection is None, never created
+            found = client.collection(self._name(kb_id))
+            if found is None:
+                return None
+        elif create:
             found = _remote(
                 lambda: client.get_or_create_collection(
                     self._name(kb_id),

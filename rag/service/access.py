@@ -95,7 +95,13 @@ class Access:
         return self._workspace_and_visible_kbs(principal)[1]
 
     def _workspace_and_visible_kbs(self, principal: Principal) -> tuple[list[KnowledgeBase], list[KnowledgeBase]]:
-        """Every knowledge base of the caller's workspace, and those the caller sees, in one read."""
+        """Every knowledge base of the caller's workspace, and those the caller sees, in one read.
+        A workspace always has its default knowledge base, so none means one not made yet: it is
+        made then (each search reads once, rather than checking for the workspace first)."""
+        with self.db.session() as session:
+            every = workspace_kbs(session, principal.workspace_id)
+            if every:
+                return every, self.visible_among(session, principal, every)
         ensure_workspace(self.db, self.settings, principal.workspace_id)
         with self.db.session() as session:
             every = workspace_kbs(session, principal.workspace_id)

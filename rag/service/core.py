@@ -86,7 +86,8 @@ class KnowledgeService:
             self.db = Database(settings.sqlalchemy_url)
             if self.db.dialect not in ("sqlite", "postgresql"):
                 raise InvalidArgument("the store must be SQLite or PostgreSQL")
-            self.engines = Engines(settings, self.db)
+            # A reader of the embedded store holds its lock shared: no writer runs beside it.
+            self.engines = Engines(settings, self.db, read_only=settings.embedded and not writer)
             self.publisher = Publisher(
                 self.db,
                 Chunker(settings.index.chunk_size, settings.index.chunk_overlap),

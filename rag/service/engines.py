@@ -20,10 +20,10 @@ if TYPE_CHECKING:
 
 
 class Engines:
-    def __init__(self, settings: Settings, db: Database) -> None:
+    def __init__(self, settings: Settings, db: Database, read_only: bool = False) -> None:
         self.settings = settings
         self.db = db
-        self.index: SearchIndex = build_search_index(settings, db, lambda: self.embedder)
+        self.index: SearchIndex = build_search_index(settings, db, lambda: self.embedder, read_only)
 
     @cached_property
     def embedder(self) -> Embedder:

@@ -31,7 +31,9 @@ from rag.retrieve.types import Hit, Query
 from rag.settings import AnswerSettings
 from rag.retrieve.text import WORD, stems
 from rag.synthesize.citations import CitationStream
-from rag.synthesize.features import NEW_PART, asks_for, held_share, kind_score, question_parts, question_weights
+from rag.synthesize.features import (
+    NEW_PART, asks_for, held_share, kind_score, is_howto, question_parts, question_weights, says_how,
+)
 from rag.synthesize.sentences import sentences as excerpt_sentences
 from rag.synthesize.subject import DocFreq, Term, asked_months, other_period, subject_coverage, subject_terms
 from rag.synthesize.types import ABSTENTION, Answer, AnswerEvent, question_text
@@ -43,6 +45,8 @@ _QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")  # "Kiss and Tell (1945 film)" is 
 _NEAR_TIE = 0.95
 LEXICAL_WEIGHT = 0.25  # how much the question's words held count beside the similarity of meaning
 _MORE_FOR_SUBJECT = 2  # sentences added to name what the chosen ones leave out of the question
+_MORE_FOR_HOW = 2  # neighbours added to a how-to answer's sentences that say what but not how
+_HOW_ELSEWHERE = 0.8  # a how-to answer takes another document's sentence that says how, scoring this share of the best
 _PART_TIE = 0.95  # a chosen sentence scoring this share of a part's best answers that part already
 
 
@@ -69,6 +73,42 @@ def _with_citation(sentence: str, number: int, attachment: str = "") -> str:
     if sentence[-1] in ".!?":
         return f"{sentence[:-1]} [{number}]{sentence[-1]}"
     return f"{sentence} [{number}]."
+
+
+_SUBJECT_PRONOUN = re.compile(r"^(It|He|She|They)\b")
+
+
+def with_referent(c: Candidate, hit: Hit, question_words: str = "") -> str:
+    """The sentence, its opening pronoun followed by whom it means when the excerpt is about its
+    title: "It supplied hydropower" -> "It (Dundee Canal) supplied hydropower", where the excerpt
+    opens with "The Dundee Canal was ...". Quoted alone, "It" names nobody. Given the words of a
+    question that names several of the answer's documents by their titles, a sentence of one of
+    them that does not name it itself is labelled with it ("Which was released first, A or B?":
+    "A: The game system was invented in 1987")."""
+    pronoun = _SUBJECT_PRONOUN.match(c.text)
+    name = _QUALIFIER.sub("", hit.title).strip()
+    words = _words(name).strip()
+    if not words or f" {words} " in _words(c.text):
+        return c.text
+    if pronoun is None:
+        return f"{name}: {c.text}" if question_words and _names(words, question_words) else c.text
+    prose = _prose(hit)
+    if not (prose.startswith(f" {words} ") or prose.startswith(f" the {words} ")):
+        return c.text
+    return f"{pronoun.group(1)} ({name}){c.text[pronoun.end():]}"
+
+
+def _referents(chosen: Sequence[Candidate], hits: Sequence[Hit], question_words: str) -> list[str]:
+    """Each sentence's text, `with_referent` until its document has been named once in the answer."""
+    named: set[str] = set()
+    found = []
+    for c in chosen:
+        hit = hits[c.excerpt - 1]
+        text = c.text if c.document in named else with_referent(c, hit, question_words)
+        if _names(_name(hit), _words(text)):
+            named.add(c.document)
+        found.append(text)
+    return found
 
 
 def reading_order(chosen: list[Candidate]) -> list[Candidate]:
@@ -187,13 +227,16 @@ class ExtractiveSynthesizer:
         return collect(5) or collect(2)  # excerpts of lists and short lines only: take what there is
 
     def candidates(self, question: str | Query, hits: Sequence[Hit],
-                   weights: dict[str, float] | None = None) -> list[Candidate]:
+                   weights: dict[str, float] | None = None, pool: list[Candidate] | None = None) -> list[Candidate]:
         """Every sentence scored cheaply; the best `extractive_embed` (and each document's best)
         embedded and scored by meaning too. Sorted best first; only embedded ones are returned.
-        `weights`: the question's word weights, when the caller has them already."""
+        `weights`: the question's word weights, when the caller has them already; `pool`, when
+        given, receives every sentence (embedded or not)."""
         query_vector = question.vector if isinstance(question, Query) else None
         question = question_text(question)
         found = self._sentences(hits)
+        if pool is not None:
+            pool.extend(found)
         if not found:
             return []
         if weights is None:
@@ -263,7 +306,7 @@ class ExtractiveSynthesizer:
 
     def select(self, ranked: list[Candidate], second: str | None = None,
                weights: dict[str, float] | None = None,
-               parts: Sequence[tuple[Candidate, set[int]]] = ()) -> list[Candidate]:
+               parts: Sequence[tuple[Candidate, set[int]]] = (), howto: bool = False) -> list[Candidate]:
         """The best sentences of the best sentence's document, of the `second` one (which gives at
         least its best sentence whatever its score: a link is evidence enough), of any other
         document that holds a part of the question (by its word `weights`) the chosen sentences do
@@ -291,7 +334,7 @@ class ExtractiveSynthesizer:
             if _repeats(c, chosen) or (chosen and used + size > _MAX_ANSWER_CHARS):
                 continue
             if c.document not in allowed:
-                if not adds_a_part(c):
+                if not (adds_a_part(c) or (howto and says_how(c) and c.score >= _HOW_ELSEWHERE * chosen[0].score)):
                     continue
                 allowed.add(c.document)
             chosen.append(c)
@@ -303,6 +346,35 @@ class ExtractiveSynthesizer:
                 del chosen[room:]
                 chosen.append(best)
         return _with_parts(chosen, parts, limit)
+
+    @staticmethod
+    def with_how(chosen: list[Candidate], pool: Sequence[Candidate]) -> list[Candidate]:
+        """For a how-to question: a chosen sentence that says what happens but not how ("If the
+        lockfile is not up-to-date, uv will raise an error") is joined by its neighbour under the
+        same heading that does: the lead-in and code right before it, else the next sentence when
+        that names a command, flag, setting or file. At most `_MORE_FOR_HOW` are added."""
+        at = {(c.excerpt, c.position): c for c in pool}
+        taken = {(c.excerpt, c.position) for c in chosen}
+        used = sum(len(c.text) + len(c.attachment) for c in chosen)
+        added = []
+        for c in chosen:
+            if says_how(c) or len(added) >= _MORE_FOR_HOW:
+                continue
+            before, after = at.get((c.excerpt, c.position - 1)), at.get((c.excerpt, c.position + 1))
+            if before is not None and before.attachment.startswith("```"):
+                extra = before
+            elif after is not None and says_how(after):
+                extra = after
+            else:
+                continue
+            key = (extra.excerpt, extra.position)
+            size = len(extra.text) + len(extra.attachment)
+            if key in taken or extra.context != c.context or used + size > _MAX_ANSWER_CHARS:
+                continue
+            taken.add(key)
+            added.append(extra)
+            used += size
+        return chosen + added
 
     @staticmethod
     def _said(c: Candidate, hits: Sequence[Hit]) -> str:
@@ -352,12 +424,16 @@ class ExtractiveSynthesizer:
         """The sentences of the answer in reading order; empty: decline."""
         text = question_text(question)
         weights = question_weights(text, self.doc_freq)  # one look at the vocabulary for both steps
-        ranked = self.candidates(question, hits, weights)
+        pool: list[Candidate] = []
+        ranked = self.candidates(question, hits, weights, pool)
         question = text
         parts = self.part_answers(question, ranked, weights)
-        chosen = self.select(ranked, second_document(question, hits, ranked), weights, parts)
+        howto = is_howto(question)
+        chosen = self.select(ranked, second_document(question, hits, ranked), weights, parts, howto)
         if not chosen:
             return []
+        if howto:
+            chosen = self.with_how(chosen, pool)
         terms: list[Term] = subject_terms(question, self.doc_freq, self.settings.subject_max_share)
         chosen = self.complete(terms, chosen, ranked, hits)
         if not self.covers_subject(terms, chosen, hits, asked_months(question)):
@@ -369,7 +445,11 @@ class ExtractiveSynthesizer:
         question = question_text(question)
         citations = CitationStream(hits)
         if chosen:
-            text = citations.process(_join([_with_citation(c.text, c.excerpt, c.attachment) for c in chosen]))
+            question_words = _words(question)
+            compared = {c.document for c in chosen if _names(_name(hits[c.excerpt - 1]), question_words)}
+            label = question_words if len(compared) >= 2 else ""  # "A or B?": say which each sentence is about
+            text = citations.process(_join([
+                _with_citation(said, c.excerpt, c.attachment) for c, said in zip(chosen, _referents(chosen, hits, label))]))
             answer = Answer(text=text, sources=citations.sources, synthesizer=self.name, question=question)
         else:
             answer = Answer(ABSTENTION, [], synthesizer=self.name, abstained=True, question=question)

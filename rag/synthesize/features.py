@@ -36,7 +36,11 @@ _ACTION = re.compile(
     re.IGNORECASE,
 )
 _POINTER = re.compile(
-    r"\b(?:see|check out|jump to|refer to|consult|read more|learn more|more (?:details|information)|documented in"
+    # "see" points elsewhere where it opens a sentence or an aside ("See the guide", "(see below)"),
+    # not where it is the verb of what the reader does ("to see your user type").
+    r"(?:^|[(;:,—–]\s*)see\b|\b(?:please see|see also)\b"
+    r"|\bsee (?:the |our )?(?:[\w`'-]+ ){0,4}(?:docs|documentation|guide|page|section|reference)\b"
+    r"|\b(?:check out|jump to|refer to|consult|read more|learn more|more (?:details|information)|documented in"
     r"|described in|covered in|discussed in|can be found (?:in|at|on))\b|\b(?:below|above|following)\s*[.:]?$",
     re.IGNORECASE,
 )
@@ -168,13 +172,18 @@ def is_howto(question: str) -> bool:
     return bool(_HOWTO.search(question))
 
 
+def says_how(c: Candidate) -> bool:
+    """The sentence names a mechanism: code, a flag, a setting or a file, or it introduces code."""
+    return bool(_CODE.search(c.text)) or c.attachment.startswith("```")
+
+
 def kind_score(c: Candidate, asks: set[str], question_stems: set[str], held: float) -> float:
     """Bonuses and penalties for what kind of sentence this is. The bonuses grow with how much of
     the question the sentence holds: code or a number about something else says nothing."""
     score = 0.0
     relevant = min(1.0, 2.0 * held)
     howto = "howto" in asks
-    has_code = bool(_CODE.search(c.text)) or c.attachment.startswith("```")
+    has_code = says_how(c)
     has_type = any(_HOLDS[kind].search(c.text) for kind in asks if kind in _HOLDS)
     if has_code:
         score += relevant * (_CODE_BONUS + (_HOWTO_BONUS if howto else 0.0))

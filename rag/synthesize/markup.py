@@ -88,6 +88,7 @@ _LINK_DEST = r"""[ \t]*(?:<[^<>\n]*>|[^\s()]*(?:\([^\s()]*\)[^\s()]*)*)(?:\s+(?:
 _IMAGE = re.compile(rf"!\[{_LINK_TEXT}\](?:\({_LINK_DEST}\)|\[[^\[\]\n]*\])")
 _INLINE_LINK = re.compile(rf"\[{_LINK_TEXT}\]\({_LINK_DEST}\)")
 _REF_LINK = re.compile(rf"\[{_LINK_TEXT}\]\[[^\[\]\n]*\]")
+_ESCAPED_LINK = re.compile(r"\\\[(?=[^\[\]\n]*\]\()")
 # Inline code spans: a run of backticks closed by a run of the same length, no blank line inside.
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", re.DOTALL)
 _MASK = re.compile("\x00(\\d+)\x00")
@@ -139,6 +140,7 @@ def _inline(text: str, br: str = " ") -> str:
     text = _SCRIPT_STYLE.sub("", text)
     text = _AUTOLINK.sub(r"\1", text)
     text = _IMAGE.sub("", text)
+    text = _ESCAPED_LINK.sub("[", text)  # "\\[text](url)": the escape only kept a templating tool off it
     for _ in range(2):  # a link inside a link's text ([[a](b)](c)) needs a second pass
         text = _INLINE_LINK.sub(r"\1", text)
         text = _REF_LINK.sub(r"\1", text)
@@ -173,6 +175,9 @@ _ADMONITION = re.compile(
 _TAB = re.compile(r"""^([ \t]*)===[+!]?[ \t]+"([^"\n]*)"[ \t]*$""")
 _SNIPPET = re.compile(r"""^[ \t]*;?--8<--(?:[ \t]+(?:"[^"\n]*"|'[^'\n]*'|\S+))?[ \t]*$""")
 _REF_DEFINITION = re.compile(r"""^ {0,3}\[(?!\^)[^\[\]\n]+\]:[ \t]*\S+(?:[ \t]+(?:"[^"\n]*"|'[^'\n]*'|\([^()\n]*\)))?[ \t]*$""")
+# A reference definition whose destination is on the next line ("[PAT]:" then "  https://...").
+_REF_LABEL = re.compile(r"^ {0,3}\[(?!\^)[^\[\]\n]+\]:[ \t]*$")
+_REF_DESTINATION = re.compile(r"""^[ \t]*(?:<[^<>\n]*>|[a-z][\w+.-]*:[^\s]+|[./#][^\s]*)(?:[ \t]+(?:"[^"\n]*"|'[^'\n]*'))?[ \t]*$""")
 _ABBREVIATION = re.compile(r"^\*\[[^\[\]\n]+\]:.*$")
 # Front matter: only lines YAML would hold (``key: value``, ``- item``, indented, comments, blank).
 _FRONT_MATTER = re.compile(
@@ -225,6 +230,7 @@ class _Blocks:
         self.containers: list[int] = []  # body indentation of each open admonition / tab
         self.fence: str | None = None  # the open fence's marker (```` ``` ````, ``~~~~``)
         self.snippet_block = False
+        self.label: str | None = None  # a reference definition's label line, its destination not read yet
 
     def emit(self, code: bool, line: str) -> None:
         if self.runs and self.runs[-1][0] == code:
@@ -233,6 +239,22 @@ class _Blocks:
             self.runs.append((code, [line]))
 
     def feed(self, raw: str) -> None:
+        if self.label is not None:
+            label, self.label = self.label, None
+            if _REF_DESTINATION.match(raw):
+                return  # the definition's second line: both go
+            self._feed(label)
+        if self.fence is None and _REF_LABEL.match(raw):
+            self.label = raw
+            return
+        self._feed(raw)
+
+    def close(self) -> None:
+        if self.label is not None:
+            self._feed(self.label)
+            self.label = None
+
+    def _feed(self, raw: str) -> None:
         if raw.strip() and self.fence is None:
             while self.containers and _indent(raw) < self.containers[-1]:
                 self.containers.pop()
@@ -266,6 +288,7 @@ def _blocks(text: str) -> list[tuple[bool, list[str]]]:
     reader = _Blocks()
     for raw in text.split("\n"):
         reader.feed(raw)
+    reader.close()
     return reader.runs
 
 

@@ -19,13 +19,20 @@ from typing import Iterator
 from rag.synthesize.markup import clean_text, neutral_brackets
 
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(`]?[A-Z0-9`])")
+# A sentence ends before a capital, also where bold opens ("offices. **Begin"); not where it closes
+# ("**Change the passcode.** It must be ..."): a bold lead-in and what it says go together.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=(?:\*\*?|__?)?[\"'“‘(`]?[A-Z0-9`])")
 _EMPHASIS = re.compile(r"(\*\*|__)")
 _HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*#*\s*$")
 MAX_ATTACHMENT_LINES = 8
 MAX_ATTACHMENT_CHARS = 400
 MAX_LIST_ITEMS = 6
 MAX_ROW_CHARS = 300
+MAX_ITEM_CHARS = 200  # a list item shown under its lead-in
+# A paragraph that ends mid-sentence, with no closing mark, on a word or a code span: prose, not
+# code read as text (a key = value line of an excerpt cut inside a code block is not a lead-in).
+_OPEN_END = re.compile(r"(?:\b[a-z]+|`)$")
+_ASSIGNMENT = re.compile(r"^[^`]*(?:`[^`]*`[^`]*)*?\s=\s")
 
 
 @dataclass
@@ -36,6 +43,7 @@ class Unit:
     heading: str = ""  # the last heading above it inside the excerpt
     attachment: str = ""
     items: list[str] = field(default_factory=list)  # a list's items, when the unit is a list
+    open_end: bool = False  # a paragraph whose last sentence has no closing mark ("with the following contents")
 
 
 @dataclass
@@ -57,6 +65,10 @@ def _table_rows(lines: list[str]) -> Iterator[str]:
         text = "; ".join(pairs)
         if text:
             yield text[:MAX_ROW_CHARS]
+
+
+def _shortened(item: str) -> str:
+    return item if len(item) <= MAX_ITEM_CHARS else item[: MAX_ITEM_CHARS - 1].rstrip() + "…"
 
 
 def _is_label(text: str) -> bool:
@@ -92,10 +104,16 @@ class _Reader:
         self.tab_lead: Unit | None = None  # a lead-in followed by content tabs ("Windows:", code)
         self.after_heading = False  # nothing but a heading since the last block
         self.path: list[tuple[int, str]] = []  # the headings above, with their levels
+        self.in_item = False  # the lines being read are a list item's
+        self.item_of: Unit | None = None  # the lead-in whose last item they are
 
     def flush(self) -> None:
         if self.current:
             unit = Unit(" ".join(self.current), self.heading)
+            unit.open_end = not self.in_item and bool(_OPEN_END.search(unit.text)) and not _ASSIGNMENT.search(unit.text)
+            if self.in_item and self.item_of is not None:
+                self.item_of.items[-1] = _shortened(unit.text)  # the item with its wrapped lines
+            self.item_of = None
             self.units.append(unit)
             self.current = []
             if unit.text.endswith(":") and not _is_label(unit.text):
@@ -129,6 +147,11 @@ class _Reader:
 
     def _end_code(self) -> None:
         lead = self._lead()
+        if lead is None and self.units and self.units[-1].open_end and not self.units[-1].attachment:
+            # "create a file called `greet` with the following contents" and then the code: a
+            # lead-in whose colon was left out.
+            lead = self.units[-1]
+            lead.text += ":"
         if lead is None and self.code is not None and self.after_heading and self.heading:
             # Code right under a heading ("Basic usage"): the heading introduces it.
             code = _code_attachment(self.code)
@@ -174,9 +197,12 @@ class _Reader:
             if lead is not None and len(lead.items) < MAX_LIST_ITEMS:
                 lead.items.append(item)
                 self.last_list = lead
+                self.item_of = lead
             self.current = [item]
+            self.in_item = True
             return
         if not self.current:
+            self.in_item = False
             self.last_list = None  # a paragraph: the list before it is over
         self.current.append(line.lstrip("> ").strip())
 
@@ -187,9 +213,22 @@ class _Reader:
         return self.units
 
 
+_FENCE_LINE = re.compile(r"^\s*(?:`{3,}|~{3,})(.*)$")
+
+
+def _starts_in_code(lines: list[str]) -> bool:
+    """An excerpt cut inside a code block: its first fence is bare and the next one has an info
+    string ("```toml"), which only an opening fence can have, so the first one closes a block."""
+    fences = [m.group(1).strip() for m in map(_FENCE_LINE.match, lines) if m]
+    return len(fences) >= 2 and not fences[0] and bool(fences[1])
+
+
 def units(text: str) -> list[Unit]:
     reader = _Reader()
-    for raw in neutral_brackets(clean_text(text)).splitlines():
+    lines = neutral_brackets(clean_text(text)).splitlines()
+    if _starts_in_code(lines):
+        lines.insert(0, "```")  # its head is code, and nothing here introduces it
+    for raw in lines:
         reader.feed(raw)
     found = reader.close()
     for unit in found:

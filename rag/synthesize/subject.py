@@ -77,7 +77,7 @@ def _is_name(token: str, before: str) -> bool:
     return token[0].isupper() and token != "I" and not _SENTENCE_START.search(before)
 
 
-_SUFFIXES = ("ing", "ed", "es", "s", "ly", "er", "d")
+_SUFFIXES = ("ing", "ed", "es", "s", "ly", "er", "d", "y")  # "sketchy" is "sketch", "scammy" "scam"
 _PREFIXES = ("re", "un", "pre", "non")
 
 

@@ -7,8 +7,10 @@ from typing import Annotated, Iterator
 
 from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from rag.api.auth import Caller, Service
+from rag.api.compute import compute
 from rag.api.errors import ERROR_RESPONSES
 from rag.api.schemas import AskRequest, AskResponse, SearchRequest, SearchResponse
 from rag.api.sse import event_stream, guarded, json_data, ref, sse, stream_doc, wants_stream
@@ -38,20 +40,24 @@ _ASK_EVENT = {
 
 @router.post("/search", response_model=SearchResponse, operation_id="search",
              summary="Hybrid search (search_knowledge)")
-def search(body: SearchRequest, svc: Service, principal: Caller) -> JSONResponse:
+async def search(body: SearchRequest, svc: Service, principal: Caller) -> JSONResponse:
     """Ranked excerpts of published documents, best first, fused from the vector and full-text lanes."""
     limit = SEARCH["limit"].clamp(body.limit)  # search_knowledge's rule: clamped, never refused
-    # `kb` as sent: the service resolves it (a missing base and one out of sight read alike)
-    result = svc.search(principal, body.query, limit, kb_name=body.kb)
-    payload, text = search_response(body.query, result.hits, svc.settings.retrieve.excerpt_chars)
-    return JSONResponse(payload | {"text": text})
+
+    def run() -> JSONResponse:
+        # `kb` as sent: the service resolves it (a missing base and one out of sight read alike)
+        result = svc.search(principal, body.query, limit, kb_name=body.kb)
+        payload, text = search_response(body.query, result.hits, svc.settings.retrieve.excerpt_chars)
+        return JSONResponse(payload | {"text": text})
+
+    return await compute(svc.settings.search_threads, run)  # on the compute threads (rag/api/compute.py)
 
 
 @router.post(
     "/ask", response_model=AskResponse, operation_id="ask", summary="A cited answer (ask_knowledge)",
     responses={200: stream_doc(_ASK_EVENT, _SSE_DOC)},
 )
-def ask(
+async def ask(
     body: AskRequest, svc: Service, principal: Caller, accept: Annotated[str | None, Header()] = None
 ) -> JSONResponse | StreamingResponse:
     """An answer from the published documents that cites them as [n], with its sources in citation order.
@@ -60,10 +66,15 @@ def ask(
     kb = body.kb  # as sent: the service resolves it
     chars = svc.settings.retrieve.excerpt_chars
     if not wants_stream(body.stream, accept):
-        payload, text = answer_response(svc.ask(principal, body.query, kb_name=kb, history=history), chars)
-        return JSONResponse(payload | {"text": text})
+        def answer() -> JSONResponse:
+            payload, text = answer_response(svc.ask(principal, body.query, kb_name=kb, history=history), chars)
+            return JSONResponse(payload | {"text": text})
+
+        if svc.chat_model is None:  # the extractive answer computes: on the compute threads
+            return await compute(svc.settings.search_threads, answer)
+        return await run_in_threadpool(answer)  # a model's answer mostly waits on the network
     # Bad input raises here, before the first event, and gets an ordinary error response.
-    events = svc.ask_stream(principal, body.query, kb_name=kb, history=history)
+    events = await run_in_threadpool(lambda: svc.ask_stream(principal, body.query, kb_name=kb, history=history))
     return event_stream(guarded(_ask_events(events, chars), lambda error: sse(error, "error")))
 
 
