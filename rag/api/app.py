@@ -3,9 +3,10 @@ and the MCP server's streamable-HTTP app at /mcp when rag.mcp provides one.
 
 Concurrency: FastAPI runs the (plain, blocking) endpoints in its threadpool, and searches,
 extractive answers and token checks run on a few compute threads of their own
-(rag/api/compute.py), so calls reach the one service from many threads at once. That is safe: every call opens its own SQLAlchemy session,
-the local embedder serialises its torch calls behind a lock, the keyword index serialises its
-writers, and publishing runs in the service's single background thread. What is not safe is the
+(rag/api/compute.py), so calls reach the one service from many threads at once. That is safe:
+every call opens its own SQLAlchemy session, the local embedder serialises its torch calls behind
+a lock, the keyword index serialises its writers, and publishing runs in the service's single
+background thread. What is not safe is the
 lazy construction of the engines (`cached_property` has no lock in Python 3.12+): two threads could
 each load the embedding model. So the lifespan builds them all once, before the first request.
 """

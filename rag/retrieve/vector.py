@@ -18,8 +18,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from rag.errors import Unavailable
-from rag.retrieve.chroma_reader import ChromaReader
 from rag.models.embed import Embedder
+from rag.retrieve.chroma_reader import ChromaReader, open_reader
 from rag.retrieve.lanes import ChunkRef, ChunkSource, by_kb
 from rag.retrieve.published import widen_until_full
 from rag.retrieve.types import IndexRow, LaneHit, Query, Scope
@@ -40,8 +40,6 @@ def open_chroma_client(settings: Settings, read_only: bool = False):
     the embedded store opens Chroma's engine without the chromadb package when it can
     (rag/retrieve/chroma_reader.py)."""
     if read_only and not settings.chroma_url:
-        from rag.retrieve.chroma_reader import open_reader
-
         reader = open_reader(settings.chroma_path)
         if reader is not None:
             return reader
