@@ -255,7 +255,8 @@ def serve(
         # The local CLI's commands are then run here, beside the store (rag/client.py).
         secret = _announce(svc.settings.home, _local_url(host, port)) if svc.settings.embedded else None
         sys.stderr.write(f"serving {svc.settings.home} on http://{host}:{port}\n")
-        uvicorn.run(create_app(service=svc, local_secret=secret), host=host, port=port, log_config=log_config())
+        uvicorn.run(create_app(service=svc, local_secret=secret, serving=True), host=host, port=port,
+                    log_config=log_config())
 
 
 def _local_url(host: str, port: int) -> str:
