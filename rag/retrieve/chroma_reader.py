@@ -17,6 +17,7 @@ the cold start's second, never a wrong result.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any, Sequence
@@ -32,6 +33,10 @@ class ReadOnlyStore(RuntimeError):
     """A write reached a read-only process's vector store (a programming error)."""
 
 
+def _refuse(*_args: Any, **_kwargs: Any) -> None:
+    raise ReadOnlyStore("this process opened the vector store read only")
+
+
 class ReaderCollection:
     def __init__(self, bindings: Any, collection_id: str) -> None:
         self._bindings = bindings
@@ -42,8 +47,6 @@ class ReaderCollection:
 
     def query(self, query_embeddings: Sequence[np.ndarray], n_results: int, where: dict | None = None,
               include: Sequence[str] = ("distances",)) -> dict[str, Any]:
-        import json
-
         found = self._bindings.query(self.id, None, [np.asarray(v, dtype=np.float32) for v in query_embeddings],
                                      n_results, json.dumps(where) if where else None, None, list(include),
                                      TENANT, DATABASE)
@@ -55,10 +58,7 @@ class ReaderCollection:
                                    list(include), TENANT, DATABASE)
         return {"ids": found.ids, "embeddings": found.embeddings if "embeddings" in include else None}
 
-    def _refuse(self, *_args: Any, **_kwargs: Any) -> None:
-        raise ReadOnlyStore("this process opened the vector store read only")
-
-    upsert = delete = _refuse
+    upsert = delete = staticmethod(_refuse)
 
 
 class ChromaReader:
@@ -80,10 +80,7 @@ class ChromaReader:
         found = self._ids.get(name)
         return None if found is None else ReaderCollection(self._bindings, found)
 
-    def _refuse(self, *_args: Any, **_kwargs: Any) -> None:
-        raise ReadOnlyStore("this process opened the vector store read only")
-
-    get_or_create_collection = delete_collection = _refuse
+    get_or_create_collection = delete_collection = staticmethod(_refuse)
 
 
 class EmptyReader(ChromaReader):

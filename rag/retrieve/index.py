@@ -100,8 +100,8 @@ class SearchIndex:
         if not scope.empty and any(lane.uses_vectors for lane in chosen) and not all(
                 lane.uses_vectors for lane in chosen):
             query.embed_ahead()
-        found = {lane.name: lane.search(session, query, scope, depth) for lane in chosen if not lane.uses_vectors}
-        found |= {lane.name: lane.search(session, query, scope, depth) for lane in chosen if lane.uses_vectors}
+        first = sorted(chosen, key=lambda lane: lane.uses_vectors)  # stable: otherwise the registry's order
+        found = {lane.name: lane.search(session, query, scope, depth) for lane in first}
         return {lane.name: found[lane.name] for lane in chosen}  # the registry's order
 
     def follow(self, session: Session, query: Query, scope: Scope, found: Mapping[str, Sequence[LaneHit]],
