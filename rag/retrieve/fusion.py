@@ -27,12 +27,13 @@ from typing import Callable, Mapping, Sequence
 from rag.retrieve.types import LaneHit
 
 
-@dataclass
+@dataclass(slots=True)
 class Fused:
     chunk_id: int
     score: float = 0.0
     lanes: dict[str, int] = field(default_factory=dict)  # lane -> 1-based rank
     lane_scores: dict[str, float] = field(default_factory=dict)
+    best: int = 0  # the best (lowest) of its ranks in the lanes; 0 when none: the first tie-break
 
 
 def reciprocal_rank_fusion(
@@ -42,9 +43,13 @@ def reciprocal_rank_fusion(
     for lane, hits in lanes.items():
         weight = weights.get(lane, 1.0)
         for rank, hit in enumerate(hits, start=1):
-            entry = fused.setdefault(hit.chunk_id, Fused(hit.chunk_id))
-            if lane in entry.lanes:
+            entry = fused.get(hit.chunk_id)
+            if entry is None:
+                entry = fused[hit.chunk_id] = Fused(hit.chunk_id, 0.0, {}, {}, rank)
+            elif lane in entry.lanes:
                 continue
+            elif rank < entry.best:
+                entry.best = rank
             entry.score += weight / (k + rank)
             entry.lanes[lane] = rank
             entry.lane_scores[lane] = hit.score
@@ -54,34 +59,38 @@ def reciprocal_rank_fusion(
 
 # ----- score fusion -----
 
-Normaliser = Callable[[Sequence[float]], tuple[Callable[[float], float], float]]
+# A lane's normalisation over its candidates' scores is affine: (v - shift) / spread. Each
+# normaliser returns (shift, spread, floor): the floor is what a candidate the lane did not
+# return gets, on the normalised scale.
+Normaliser = Callable[[Sequence[float]], tuple[float, float, float]]
 
 
-def _minmax(values: Sequence[float]) -> tuple[Callable[[float], float], float]:
+def _minmax(values: Sequence[float]) -> tuple[float, float, float]:
     low, high = min(values), max(values)
-    return (lambda v: (v - low) / (high - low)), 0.0
+    return low, high - low, 0.0
 
 
-def _zscore(values: Sequence[float]) -> tuple[Callable[[float], float], float]:
+def _zscore(values: Sequence[float]) -> tuple[float, float, float]:
     mean = sum(values) / len(values)
     spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-    return (lambda v: (v - mean) / spread), (min(values) - mean) / spread
+    return mean, spread, (min(values) - mean) / spread
 
 
-def _by_max(values: Sequence[float]) -> tuple[Callable[[float], float], float]:
+def _by_max(values: Sequence[float]) -> tuple[float, float, float]:
     # For scores whose 0 means "no match" (BM25): the best hit is 1, no match 0, the rest in proportion.
     high = max(values)
     low = min(0.0, min(values))
-    return (lambda v: (v - low) / (high - low)), 0.0
+    return low, high - low, 0.0
 
 
-# name -> (the lane's normalising function over its candidates' scores, the floor a missing candidate gets)
+# name -> the lane's normalisation over its candidates' scores, and the floor a missing candidate gets
 NORMALISERS: dict[str, Normaliser] = {"minmax": _minmax, "zscore": _zscore, "max": _by_max}
 
 
-def lane_scale(values: Sequence[float], method: str) -> tuple[Callable[[float], float], float] | None:
-    """A lane's normalisation over this query's candidates, and its floor (what a candidate the lane
-    did not return gets); None for a lane whose candidates all score the same."""
+def lane_scale(values: Sequence[float], method: str) -> tuple[float, float, float] | None:
+    """A lane's normalisation over this query's candidates as (shift, spread, floor): a score v
+    becomes (v - shift) / spread, a candidate the lane did not return gets the floor; None for a
+    lane whose candidates all score the same."""
     if not values or max(values) - min(values) <= 1e-12 * max(1.0, abs(max(values))):
         return None
     return NORMALISERS[method](values)
@@ -92,23 +101,39 @@ def fused_scores(fused: Sequence[Fused], weights: Mapping[str, float], method: s
     1.0 for a lane not named; a lane weighted 0 counts for nothing). A lane that cannot tell its
     hits apart puts them at the top of the other lanes' normalised range and the rest at its
     bottom (1 and 0 for min-max)."""
-    lanes = sorted({lane for f in fused for lane in f.lane_scores})
-    values = {lane: [f.lane_scores[lane] for f in fused if lane in f.lane_scores] for lane in lanes}
+    values: dict[str, list[float]] = {}
+    for f in fused:
+        for lane, score in f.lane_scores.items():
+            values.setdefault(lane, []).append(score)
+    lanes = sorted(values)
     scales = {lane: lane_scale(values[lane], method) for lane in lanes}
     reached = [v for lane, scaled in scales.items() if scaled
-               for v in (scaled[0](min(values[lane])), scaled[0](max(values[lane])), scaled[1])]
+               for v in ((min(values[lane]) - scaled[0]) / scaled[1], (max(values[lane]) - scaled[0]) / scaled[1],
+                         scaled[2])]
     top, bottom = max(reached, default=1.0), min(reached, default=0.0)
     total = sum(max(0.0, weights.get(lane, 1.0)) for lane in lanes) or 1.0
+    # Per lane: (name, weight, shift, spread, what a candidate it returned gets when it cannot
+    # tell them apart (None: normalise), what one it did not return gets).
+    plan = []
+    for lane in lanes:
+        weight, scaled = max(0.0, weights.get(lane, 1.0)), scales[lane]
+        if scaled is None:
+            plan.append((lane, weight, 0.0, 1.0, top, bottom))
+        else:
+            plan.append((lane, weight, scaled[0], scaled[1], None, scaled[2]))
     out: dict[int, float] = {}
     for f in fused:
         value = 0.0
-        for lane in lanes:
-            scaled = scales[lane]
-            if scaled is None:
-                normalised = top if lane in f.lane_scores else bottom
+        got = f.lane_scores
+        for lane, weight, shift, spread, flat, floor in plan:
+            score = got.get(lane)
+            if score is None:
+                normalised = floor
+            elif flat is None:
+                normalised = (score - shift) / spread
             else:
-                normalised = scaled[0](f.lane_scores[lane]) if lane in f.lane_scores else scaled[1]
-            value += max(0.0, weights.get(lane, 1.0)) * normalised
+                normalised = flat
+            value += weight * normalised
         out[f.chunk_id] = value / total
     return out
 
@@ -123,11 +148,11 @@ def score_fusion(fused: Sequence[Fused], weights: Mapping[str, float], method: s
     ranked = sorted(fused, key=_tie_order(lambda f: totals[f.chunk_id]))
     places = sorted((f.score for f in fused), reverse=True)
     # New entries sharing the lanes' dicts, as dataclasses.replace makes them, at a fraction of its cost.
-    return [Fused(f.chunk_id, score, f.lanes, f.lane_scores) for f, score in zip(ranked, places)]
+    return [Fused(f.chunk_id, score, f.lanes, f.lane_scores, f.best) for f, score in zip(ranked, places)]
 
 
 def _tie_order(score: Callable[[Fused], float]) -> Callable[[Fused], tuple[float, int, int]]:
-    return lambda f: (-score(f), min(f.lanes.values(), default=0), f.chunk_id)
+    return lambda f: (-score(f), f.best, f.chunk_id)
 
 
 # ----- diversity -----
