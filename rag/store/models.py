@@ -246,3 +246,14 @@ class EditorSession(Base):
     flashes: Mapped[list[list[str]] | None] = mapped_column(JSON, nullable=True)  # [kind, message] to show next
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class SearchGeneration(Base):
+    """One row whose value moves whenever a version becomes or stops being published (SQLite
+    triggers, migration 0010): a process that holds the published chunks' ids in memory knows
+    from it when they are out of date (rag/retrieve/published.py)."""
+
+    __tablename__ = "search_generation"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger)

@@ -1,0 +1,104 @@
+"""Searches on SQLite check their candidates against the published chunks held in memory; a change
+to what is published, made by any connection (another process), is seen by the next search.
+
+The other process is played by a plain sqlite3 connection to the same file, as a second
+`rag` command would write it; migration 0010's triggers move the search generation.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from rag.retrieve.published import HELD, RELOAD_AFTER, published_ids, remember_statuses
+from rag.service import KnowledgeService, Principal
+from rag.settings import Settings
+
+PAGES = {
+    "Parking": "# Parking\n\nStaff park in the north garage; visitors use the south lot near reception.\n",
+    "Lunch": "# Lunch\n\nThe canteen serves lunch from noon to two; soup of the day is on the board.\n",
+}
+
+
+@pytest.fixture
+def store(tmp_path):
+    settings = Settings(home=tmp_path / "home")
+    with KnowledgeService(settings) as service:
+        service.ensure_workspace("default")
+        admin = Principal.local_admin("default")
+        root = service.knowledge_base(admin, "default").root_id
+        docs = {}
+        for title, body in PAGES.items():
+            docs[title] = service.create_document(admin, root, title, body).node_id
+            service.publish_version(admin, docs[title], 1)
+        yield service, admin, docs, settings.home / "rag.db"
+
+
+def _titles(service, admin, question="where do staff park the car") -> list[str]:
+    return [hit.title for hit in service.search(admin, question, 5).hits]
+
+
+def _generation(db) -> int:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT value FROM search_generation WHERE id = 1").fetchone()[0]
+
+
+def _other_process(db, sql: str, *args) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(sql, args)
+
+
+def _held(service) -> object:
+    with service.db.session() as session:
+        remember_statuses(session)
+        published_ids(session, [1])
+        return session.info[HELD]
+
+
+def test_searches_read_the_published_set_once_it_is_steady_and_see_another_process_unpublish(store):
+    service, admin, docs, db = store
+    for _ in range(RELOAD_AFTER + 1):
+        assert "Parking" in _titles(service, admin)
+    assert _held(service) is not None  # steady: the checks read memory
+    before = _generation(db)
+    # Another process archives the parking page's published version.
+    _other_process(db, "UPDATE document_versions SET status = 'archived' WHERE node_id = ? AND status = 'published'",
+                   docs["Parking"])
+    assert _generation(db) == before + 1
+    assert "Parking" not in _titles(service, admin)  # the very next search
+    assert "Parking" not in _titles(service, admin)
+    _other_process(db, "UPDATE document_versions SET status = 'published' WHERE node_id = ?", docs["Parking"])
+    assert "Parking" in _titles(service, admin)
+    for _ in range(RELOAD_AFTER + 1):
+        assert "Parking" in _titles(service, admin)
+    assert _held(service) is not None
+
+
+def test_only_changes_to_what_is_published_move_the_generation(store):
+    service, admin, docs, db = store
+    before = _generation(db)
+    # A new draft, and a draft that goes to publishing and back, change nothing searchable.
+    service.create_document(admin, service.knowledge_base(admin, "default").root_id, "Draft", "# Draft\n\nNot yet.\n")
+    assert _generation(db) == before
+    # Publishing it does; deleting a published document (its versions go by cascade) does too.
+    draft = service.create_document(admin, service.knowledge_base(admin, "default").root_id, "Bikes",
+                                    "# Bikes\n\nBikes go in the rack by the north garage.\n").node_id
+    service.publish_version(admin, draft, 1)
+    assert _generation(db) == before + 1
+    _other_process(db, "DELETE FROM nodes WHERE id = ?", docs["Lunch"])
+    assert _generation(db) == before + 2
+    assert "Lunch" not in _titles(service, admin, "when is lunch served in the canteen")
+
+
+def test_a_search_during_a_change_checks_by_key_until_the_set_is_read_again(store):
+    service, admin, docs, db = store
+    for _ in range(RELOAD_AFTER + 1):
+        _titles(service, admin)
+    _other_process(db, "UPDATE document_versions SET status = 'archived' WHERE node_id = ?", docs["Lunch"])
+    assert _held(service) is None  # a generation not seen before: by primary key
+    assert "Lunch" not in _titles(service, admin, "when is lunch served in the canteen")
+    for _ in range(RELOAD_AFTER):
+        _titles(service, admin)
+    assert _held(service) is not None
