@@ -10,7 +10,7 @@ import pytest
 from evals.answer_metrics import aggregate
 from evals.metrics import all_found, evaluate, share_all_found
 from rag.retrieve.fusion import Fused, diversify, fused_scores, reciprocal_rank_fusion, score_fusion
-from rag.retrieve.types import LaneHit
+from rag.retrieve.types import LaneHit, Query
 from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
 
@@ -222,3 +222,52 @@ def test_the_default_lanes_leave_the_title_lane_out_where_the_keyword_engine_is_
         assert list(service.index.lanes) == ["vector", "text"] and service.index.bridge is None
     with KnowledgeService(Settings(home=tmp_path / "tantivy")) as service:
         assert list(service.index.lanes) == ["vector", "text", "title"] and service.index.bridge == "title"
+
+
+def test_the_bridge_guessed_while_the_vector_lane_waits_is_the_one_follow_would_search(tmp_path):
+    """While the vector lane's first fetch runs on another thread, the search makes the bridge's
+    search for the keyword lane's first hit; `follow` keeps it only when fusion puts that chunk
+    first, and the rankings are those of a search that guessed nothing."""
+    import threading
+
+    from rag.retrieve.index import BRIDGE
+
+    with KnowledgeService(Settings(home=tmp_path / "guess")) as service:
+        service.ensure_workspace("default")
+        admin = Principal.local_admin("default")
+        root = service.knowledge_base(admin, "default").root_id
+        for title, body in BRIDGE_CORPUS:
+            service.publish_version(admin, service.create_document(admin, root, title, body).node_id, 1)
+        retriever, index, scope = service.retriever, service.index, service.scope(admin, "default")
+        vector = retriever.embedder.embed_query(BRIDGE_QUESTION)
+        released = threading.Event()  # the model "finishes" only once the guess was made
+        guessing = index._bridge_hits
+
+        def bridge_hits(*args):
+            try:
+                return guessing(*args)
+            finally:
+                released.set()
+
+        def slow_embed(text: str):
+            assert released.wait(30), "the bridge was not guessed while the vector was computed"
+            return vector
+
+        index._bridge_hits = bridge_hits
+        try:
+            with service.db.session() as session:
+                query = Query(BRIDGE_QUESTION, slow_embed)
+                found = index.search(session, query, scope, 20)
+                assert query.guess is not None and query.guess[0] == found["text"][0].chunk_id
+                guessed = index.follow(session, query, scope, found, 20)
+                plain = index.follow(session, Query(BRIDGE_QUESTION, vector=vector), scope, found, 20)
+                assert guessed == plain and guessed[BRIDGE]
+                # A guess for another chunk is not used.
+                other = found["text"][-1].chunk_id
+                query.guess = (other, scope, 20, [LaneHit(other, 99.0)])
+                assert index.follow(session, query, scope, found, 20) == plain
+                # The vector lane's ranking, fetched on the other thread, is the one it makes alone.
+                alone = index.search(session, Query(BRIDGE_QUESTION, vector=vector), scope, 20, ("vector",))
+                assert found["vector"] == alone["vector"]
+        finally:
+            del index._bridge_hits

@@ -39,6 +39,15 @@ class Retriever:
             return query
         return Query(query, lambda text: self.embedder.embed_query(text))
 
+    def start(self, query: str | Query, lanes: Sequence[str] | None = None) -> Query:
+        """The `Query` of a search about to be made with these lanes, its vector already being
+        computed on another thread when that search would do so anyway: a caller that has other
+        work before the search (reading the caller's scope) overlaps the two."""
+        query = self.query(query)
+        if self.index.embeds_ahead(lanes):
+            query.embed_ahead()
+        return query
+
     def lane_hits(
         self, session: Session, query: str | Query, scope: Scope, depth: int, lanes: Sequence[str] | None = None
     ) -> dict[str, list[LaneHit]]:

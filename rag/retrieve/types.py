@@ -5,11 +5,12 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 
 TRUNCATION_MARK = "[…truncated]"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -56,14 +57,18 @@ def _ahead() -> ThreadPoolExecutor:
     global _ahead_pool
     with _ahead_lock:
         if _ahead_pool is None:
-            _ahead_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rag-query-embed")
+            _ahead_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rag-query-ahead")
         return _ahead_pool
 
 
 class Query:
     """One search's question. Its embedding is computed on first use and then kept, so that every
     lane that needs it (and, later, the answer stage) shares one model call, and a search that
-    needs no vector (the keyword lane alone) makes none."""
+    needs no vector (the keyword lane alone) makes none.
+
+    A search also leaves here what it started ahead of need (`ahead`: a lane's first fetch, begun
+    on another thread as soon as the vector is there) and what it guessed (`guess`: the bridge's
+    search for the chunk it expects first, rag/retrieve/index.py)."""
 
     def __init__(self, text: str, embed: Callable[[str], np.ndarray] | None = None,
                  vector: np.ndarray | None = None, max_terms: int = 32) -> None:
@@ -72,6 +77,9 @@ class Query:
         self._embed = embed
         self._vector = vector
         self._pending: Future[np.ndarray] | None = None
+        self.ahead: dict[str, Future] = {}  # lane name -> its first fetch, running on another thread
+        # (chunk id, scope, depth, the bridge's hits for them; None: no such chunk)
+        self.guess: tuple[int, Scope, int, list[LaneHit] | None] | None = None
 
     @property
     def vector(self) -> np.ndarray:
@@ -84,11 +92,19 @@ class Query:
                 self._vector = self._embed(self.text)
         return self._vector
 
-    def embed_ahead(self) -> None:
+    def embed_ahead(self, then: Callable[[np.ndarray], T] | None = None) -> Future[T] | None:
         """Start computing the embedding on another thread (the model runs without Python's lock),
-        so that a lane that needs no vector searches meanwhile; `vector` then waits for it."""
-        if self._vector is None and self._pending is None and self._embed is not None:
+        so that a lane that needs no vector searches meanwhile; `vector` then waits for it. `then`:
+        what to do with the vector on another thread once it is there (a lane's first fetch); the
+        future returned is its result (None without `then`, or when nothing can embed)."""
+        if self._vector is None and self._pending is None:
+            if self._embed is None:
+                return None
             self._pending = _ahead().submit(self._embed, self.text)
+        if then is None:
+            return None
+        known, pending = self._vector, self._pending
+        return _ahead().submit(lambda: then(known if known is not None else pending.result()))
 
     @property
     def embedded(self) -> bool:

@@ -21,7 +21,7 @@ from rag.errors import Unavailable
 from rag.models.embed import Embedder
 from rag.retrieve.chroma_reader import ChromaReader, open_reader
 from rag.retrieve.lanes import ChunkRef, ChunkSource, by_kb
-from rag.retrieve.published import widen_until_full
+from rag.retrieve.published import first_ask, widen_until_full
 from rag.retrieve.types import IndexRow, LaneHit, Query, Scope
 from rag.settings import Settings
 from rag.store.models import PUBLISHED, Chunk, DocumentVersion
@@ -317,8 +317,24 @@ class ChromaVectorLane:
         being published, so hits are checked by primary key, widening when too few pass."""
         if scope.empty:
             return []
-        vector = query.vector
-        return widen_until_full(lambda n: self.nearest(vector, scope, n), session, depth)
+        started = query.ahead.pop(self.name, None)
+
+        def fetch(n: int) -> list[LaneHit]:
+            nonlocal started
+            if started is not None and n == first_ask(depth):
+                first, started = started, None
+                return first.result()
+            return self.nearest(query.vector, scope, n)
+
+        return widen_until_full(fetch, session, depth)
+
+    def ahead(self, query: Query, scope: Scope, depth: int) -> None:
+        """Start this search's first fetch on another thread: Chroma is queried as soon as the
+        query's vector is there, while the lanes that need no vector search (`search` takes it)."""
+        if not scope.empty:
+            started = query.embed_ahead(lambda vector: self.nearest(vector, scope, first_ask(depth)))
+            if started is not None:
+                query.ahead[self.name] = started
 
     def nearest(self, vector: np.ndarray, scope: Scope, k: int) -> list[LaneHit]:
         """Chroma's k nearest chunks under the scope, of any status, by cosine similarity."""

@@ -65,7 +65,9 @@ class Search:
         check_query(query)
         if limit < 1:
             raise InvalidArgument("`limit` must be at least 1")
-        scope = self.access.scope(principal, kb_name)
         retriever = self.engines.retriever
-        hits = retriever.retrieve(query, scope, limit, lanes=None if lanes is None else tuple(lanes), diverse=True)
+        chosen = None if lanes is None else tuple(lanes)
+        question = retriever.start(query, chosen)  # the model runs while the scope is read
+        scope = self.access.scope(principal, kb_name)
+        hits = retriever.retrieve(question, scope, limit, lanes=chosen, diverse=True)
         return SearchResult(query=query, hits=self.access.shown_hits(principal, hits))
