@@ -9,7 +9,7 @@ import pytest
 
 from evals.answer_metrics import aggregate
 from evals.metrics import all_found, evaluate, share_all_found
-from rag.retrieve.fusion import Fused, diversify, fused_scores, reciprocal_rank_fusion, score_fusion
+from rag.retrieve.fusion import Fused, diversify, first_by_scores, fused_scores, reciprocal_rank_fusion, score_fusion
 from rag.retrieve.types import LaneHit, Query
 from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
@@ -271,3 +271,13 @@ def test_the_bridge_guessed_while_the_vector_lane_waits_is_the_one_follow_would_
                 assert found["vector"] == alone["vector"]
         finally:
             del index._bridge_hits
+
+
+def test_the_first_by_scores_is_the_first_of_the_ordering():
+    lanes = {"vector": [LaneHit(i, 1.0 - i / 50) for i in range(30)],
+             "text": [LaneHit(60 - i, 9.0 - (i % 7)) for i in range(40)]}
+    for method in ("minmax", "zscore", "max"):
+        fused = reciprocal_rank_fusion(lanes, {"vector": 0.8, "text": 1.2})
+        ordered = score_fusion(fused, {"vector": 0.8, "text": 1.2}, method)
+        first = first_by_scores(fused, {"vector": 0.8, "text": 1.2}, method)
+        assert (first.chunk_id, first.score, first.lanes) == (ordered[0].chunk_id, ordered[0].score, ordered[0].lanes)

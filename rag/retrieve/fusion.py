@@ -151,6 +151,15 @@ def score_fusion(fused: Sequence[Fused], weights: Mapping[str, float], method: s
     return [Fused(f.chunk_id, score, f.lanes, f.lane_scores, f.best) for f, score in zip(ranked, places)]
 
 
+def first_by_scores(fused: Sequence[Fused], weights: Mapping[str, float], method: str = "minmax") -> Fused:
+    """`score_fusion(...)[0]` without ordering the others."""
+    if method not in NORMALISERS:
+        raise ValueError(f"no score normalisation named {method!r} (known: {', '.join(NORMALISERS)})")
+    totals = fused_scores(fused, weights, method)
+    first = min(fused, key=_tie_order(lambda f: totals[f.chunk_id]))
+    return Fused(first.chunk_id, max(f.score for f in fused), first.lanes, first.lane_scores, first.best)
+
+
 def _tie_order(score: Callable[[Fused], float]) -> Callable[[Fused], tuple[float, int, int]]:
     return lambda f: (-score(f), f.best, f.chunk_id)
 

@@ -17,7 +17,7 @@ from typing import Mapping
 
 from sqlalchemy.orm import Session
 
-from rag.retrieve.fusion import Fused, score_fusion
+from rag.retrieve.fusion import Fused, first_by_scores, score_fusion
 from rag.retrieve.types import Query
 
 
@@ -29,4 +29,6 @@ class ScoreFusion:
         self.method = method
 
     def rerank(self, session: Session, query: Query, fused: list[Fused], k: int) -> list[Fused]:
+        if k == 1 and fused:  # the first only (the bridge's question): no need to order the rest
+            return [first_by_scores(fused, self.weights, self.method)]
         return score_fusion(fused, self.weights, self.method)
