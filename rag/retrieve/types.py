@@ -27,8 +27,9 @@ class Scope:
         return not self.kb_ids or (self.node_ids is not None and not self.node_ids)
 
 
-@dataclass(frozen=True)
-class LaneHit:
+class LaneHit(NamedTuple):
+    """A lane's hit (a tuple: a lane makes a hundred or more per search)."""
+
     chunk_id: int
     score: float  # the lane's own score, higher is better (cosine similarity, negated bm25)
 
