@@ -225,9 +225,10 @@ def test_the_default_lanes_leave_the_title_lane_out_where_the_keyword_engine_is_
 
 
 def test_the_bridge_guessed_while_the_vector_lane_waits_is_the_one_follow_would_search(tmp_path):
-    """While the vector lane's first fetch runs on another thread, the search makes the bridge's
-    search for the keyword lane's first hit; `follow` keeps it only when fusion puts that chunk
-    first, and the rankings are those of a search that guessed nothing."""
+    """While the vector lane's first fetch runs on another thread, a search alone in its process
+    makes the bridge's search for the keyword lane's first hit; `follow` keeps it only when fusion
+    puts that chunk first, and the rankings are those of a search that guessed nothing. With
+    another search running, it guesses nothing."""
     import threading
 
     from rag.retrieve.index import BRIDGE
@@ -240,20 +241,19 @@ def test_the_bridge_guessed_while_the_vector_lane_waits_is_the_one_follow_would_
             service.publish_version(admin, service.create_document(admin, root, title, body).node_id, 1)
         retriever, index, scope = service.retriever, service.index, service.scope(admin, "default")
         vector = retriever.embedder.embed_query(BRIDGE_QUESTION)
-        released = threading.Event()  # the model "finishes" only once the guess was made
-        guessing = index._bridge_hits
+        vector_lane = index.lanes["vector"]
+        searching = vector_lane.search
+        reached = threading.Event()  # the model "finishes" only once the search reaches the vector lane
 
-        def bridge_hits(*args):
-            try:
-                return guessing(*args)
-            finally:
-                released.set()
+        def vector_search(*args):
+            reached.set()
+            return searching(*args)
 
         def slow_embed(text: str):
-            assert released.wait(30), "the bridge was not guessed while the vector was computed"
+            assert reached.wait(30)
             return vector
 
-        index._bridge_hits = bridge_hits
+        vector_lane.search = vector_search
         try:
             with service.db.session() as session:
                 query = Query(BRIDGE_QUESTION, slow_embed)
@@ -269,8 +269,17 @@ def test_the_bridge_guessed_while_the_vector_lane_waits_is_the_one_follow_would_
                 # The vector lane's ranking, fetched on the other thread, is the one it makes alone.
                 alone = index.search(session, Query(BRIDGE_QUESTION, vector=vector), scope, 20, ("vector",))
                 assert found["vector"] == alone["vector"]
+                # Another search running: no guess, the same rankings.
+                reached.clear()
+                index._running += 1
+                try:
+                    busy = Query(BRIDGE_QUESTION, slow_embed)
+                    assert index.search(session, busy, scope, 20) == found and busy.guess is None
+                    assert index.follow(session, busy, scope, found, 20) == plain
+                finally:
+                    index._running -= 1
         finally:
-            del index._bridge_hits
+            del vector_lane.search
 
 
 def test_the_first_by_scores_is_the_first_of_the_ordering():

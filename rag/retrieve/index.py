@@ -16,6 +16,7 @@ does not (what `reconcile` repairs otherwise).
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -63,6 +64,8 @@ class SearchIndex:
         self.bridge_terms = bridge_terms
         self.reranker: Reranker = reranker or NoReranker()
         self.source: ChunkSource | None = None
+        self._running = 0  # searches in progress in this process (`search` guesses only when alone)
+        self._counting = threading.Lock()
 
     def lane(self, name: str) -> Lane:
         try:
@@ -97,8 +100,9 @@ class SearchIndex:
         another thread, and a lane that can (`ahead`, the vector lane) starts its first fetch there
         as soon as the vector is there, while the others search here (the model, Chroma and
         tantivy all run without Python's lock); those lanes go first. Without `lanes` (a search
-        that `follow` completes), while that thread is still busy this one guesses the bridge's
-        search (`_guess`)."""
+        that `follow` completes), while that thread is still busy and no other search is running
+        here, this one guesses the bridge's search (`_guess`): with other searches running, both
+        cores already have work, and a wrong guess would only take time from them."""
         chosen = self._chosen(lanes)
         query.ahead, query.guess = {}, None  # what an earlier search with this query left
         if not scope.empty and self._mixed(chosen):
@@ -109,11 +113,17 @@ class SearchIndex:
             query.embed_ahead()  # for a vector lane that cannot start ahead (nothing when started)
         first = sorted(chosen, key=lambda lane: lane.uses_vectors)  # stable: otherwise the registry's order
         found: dict[str, list[LaneHit]] = {}
-        for lane in first:
-            if lane.uses_vectors and lanes is None and not found.get(lane.name) and query.ahead and not all(
-                    started.done() for started in query.ahead.values()):
-                self._guess(session, query, scope, found, depth)
-            found[lane.name] = lane.search(session, query, scope, depth)
+        with self._counting:
+            self._running += 1
+        try:
+            for lane in first:
+                if lane.uses_vectors and lanes is None and query.ahead and self._running == 1 and not all(
+                        started.done() for started in query.ahead.values()):
+                    self._guess(session, query, scope, found, depth)
+                found[lane.name] = lane.search(session, query, scope, depth)
+        finally:
+            with self._counting:
+                self._running -= 1
         return {lane.name: found[lane.name] for lane in chosen}  # the registry's order
 
     def _chosen(self, lanes: Sequence[str] | None) -> list[Lane]:
