@@ -213,6 +213,11 @@ class AnswerSettings(BaseModel):
         description="Extractive: decline unless the answer's sentences name this share of the question's "
         "subject terms (names, identifiers, rare words; weighed by rarity in the knowledge base).",
     )
+    named_page_coverage: float = Field(
+        0.3, ge=0.0, le=1.0,
+        description="Extractive: where the question names a quoted page by its whole title (a title holding a "
+        "subject term), this share of the subject terms is enough.",
+    )
     subject_free_similarity: float = Field(
         0.75, ge=-1.0, le=1.0,
         description="Extractive: an answer sentence this similar to the question answers it whatever words "

@@ -19,6 +19,8 @@ from rag.synthesize.subject import (
     asked_months,
     candidate_terms,
     lexicon,
+    misspelt,
+    near_spelling,
     other_period,
     subject_coverage,
     subject_terms,
@@ -226,6 +228,33 @@ def test_only_what_code_writes_is_an_identifier() -> None:
     found = terms("Does PyInstaller read a Pipfile.lock on Heroku next Monday?",
                   {"pyinstal": 0, "pipfil": 0, "lock": 5, "heroku": 1, "mondai": 2})
     assert {t.text for t in found.values() if t.identifier} == {"PyInstaller", "Pipfile.lock"}
+
+
+@needs_lexicon
+def test_a_misspelt_english_word_is_not_a_rare_term() -> None:
+    # "eavery" is "every" with a letter added: a slip, not something the knowledge base lacks.
+    assert misspelt("eavery", lexicon())
+    assert candidates("What race track in the midwest hosts a 500 mile race eavery May?") == ["May"]
+    # A word no single slip turns into English stays rare; short words are too close to others.
+    assert not misspelt("healthcheck", lexicon()) and not misspelt("conda", lexicon())
+    assert candidates("How do I add a healthcheck to the container?") == ["healthcheck"]
+
+
+def test_a_number_is_not_a_name() -> None:
+    # A decimal is what is asked about, not something the answer must name; a name with digits is.
+    assert candidates("Who had a 0.300 batting average for 7 consecutive seasons?") == []
+    assert candidates("Which wheels does uv pick for cu130 on py3?") == ["cu130", "py3"]
+
+
+def test_a_name_misspelt_in_the_question_is_said_where_the_answer_spells_it_right() -> None:
+    assert near_spelling("apatim", "apratim") and near_spelling("quada", "qaeda")
+    assert not near_spelling("germany", "german")  # one is the other's stem: another word
+    assert not near_spelling("seattle", "boston") and not near_spelling("quada", "aqaeda")
+    found = list(terms("What class of instrument does Apatim Majumdar play?", {"apatim": 0, "majumdar": 2}).values())
+    answer = "Apratim Majumdar (born 1978) is an Indian classical musician."
+    assert subject_coverage(found, stems(answer), text=answer) == 1.0
+    other = "Amjad Ali Khan is an Indian classical musician."
+    assert subject_coverage(found, stems(other), text=other) == 0.0
 
 
 def test_coverage_weighs_a_rare_term_more() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -37,6 +38,7 @@ _INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
 _SENTENCE_START = re.compile(r"(?:^|[.?!:;]\s+|[\"'(]\s*)$")
 _MIN_RARE_LENGTH = 4
 _ACRONYM = re.compile(r"[A-Z]{2,5}s?")
+_NEAR_SPELLING = 0.8  # share of letters two spellings of one name have in common (difflib's ratio)
 
 DocFreq = Callable[[Sequence[str]], "tuple[dict[str, int], int] | None"]
 
@@ -93,21 +95,51 @@ def _common(word: str, common: frozenset[str]) -> bool:
     return any(word.startswith(p) and _common(word[len(p):], common) for p in _PREFIXES if len(word) - len(p) >= 4)
 
 
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_MIN_MISSPELT_LENGTH = 6  # shorter words are one letter from too many others ("conda", "condo")
+
+
+def misspelt(word: str, common: frozenset[str]) -> bool:
+    """Is the word one typing slip (a letter left out, added, changed or two swapped) from a whole
+    word of general English ("eavery" for "every")? Then it is that word, not a rare term."""
+    if len(word) < _MIN_MISSPELT_LENGTH or not common:
+        return False
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    edits = {a + b[1:] for a, b in splits if b}
+    edits |= {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    edits |= {a + c + b[1:] for a, b in splits if b for c in _LETTERS}
+    edits |= {a + c + b for a, b in splits for c in _LETTERS}
+    edits.discard(word)
+    return any(e in common for e in edits)
+
+
+def near_spelling(word: str, other: str) -> bool:
+    """Does `other` spell the same name with a slip or two ("Apatim" for "Apratim", "Quada" for
+    "Qaeda")? Same first letter, both of five letters or more, neither the other's stem ("German" is
+    not "Germany"), and most letters shared in order."""
+    if len(word) < 5 or len(other) < 5 or word[0] != other[0] or word.startswith(other) or other.startswith(word):
+        return False
+    return SequenceMatcher(None, word, other).ratio() >= _NEAR_SPELLING
+
+
 def _kind(token: str, before: str, common: frozenset[str]) -> str | None:
     """"name" (an identifier or a capitalised name), "rare" (a word general English lacks), or None."""
+    if not any(ch.isalpha() for ch in token):
+        return None  # a number ("0.300", "1,200"): what is asked about it is in the question's other words
     if _INNER_MARK.search(token) or _INNER_CAPITAL.search(token):
         words = [w for w in WORD.findall(token.lower()) if w not in STOPWORDS]
         if common and _INNER_CAPITAL.search(token) is None and all(_common(w, common) for w in words):
             return None  # "too-strict", "user-wide": English words joined, not a name
         return "name"  # an identifier
     if any(ch.isdigit() for ch in token):
-        return "name" if any(ch.isalpha() for ch in token) else None  # "cu130", "py3", not a plain number
+        return "name"  # "cu130", "py3"
     if _ACRONYM.fullmatch(token):
         return "rare"  # API, CI, TLS: a field's common words, a subject only where the knowledge base lacks them
     if _is_name(token, before):
         return "name"
     word = token.lower()
-    if common and len(word) >= _MIN_RARE_LENGTH and word not in STOPWORDS and not _common(word, common):
+    if (common and len(word) >= _MIN_RARE_LENGTH and word not in STOPWORDS and not _common(word, common)
+            and not misspelt(word, common)):
         return "rare"
     return None
 
@@ -162,10 +194,13 @@ def subject_coverage(terms: Sequence[Term], text_stems: Iterable[str], paraphras
         return 1.0
     held = set(text_stems)
     phrases = " ".join(porter_stem(w) for w in WORD.findall(text.lower())) if text is not None else None
+    spelled = {w for w in WORD.findall(text.lower()) if len(w) >= 5} if text is not None else set()
 
     def said(t: Term) -> bool:
         if not t.stems <= held:
-            return False
+            # A name spelled with a slip ("Apatim Majumdar") is said where the text spells it right.
+            word = t.text.lower()
+            return t.kind == "name" and word.isalpha() and any(near_spelling(word, w) for w in spelled)
         phrase = t.phrase
         return phrases is None or " " not in phrase or f" {phrase} " in f" {phrases} "
 
