@@ -229,6 +229,12 @@ class AnswerSettings(BaseModel):
         description="Extractive: an answer sentence this similar to the question says a question word the "
         "knowledge base never uses in other words (names excepted).",
     )
+    unused_word_similarity: float = Field(
+        0.55, ge=-1.0, le=1.0,
+        description="Extractive: an answer sentence this similar to the question says in other words a word of "
+        "general English that the knowledge base never uses (\"husband\" for a spouse); below it, such a word "
+        "(\"lounge\", \"vesting\" in a staff handbook) is a subject the answer does not name.",
+    )
     subject_max_share: float = Field(
         0.05, ge=0.0, le=1.0,
         description="A question word held by more than this share of the chunks is the knowledge base's own "

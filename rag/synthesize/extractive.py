@@ -430,8 +430,9 @@ class ExtractiveSynthesizer:
         if closest >= self.settings.subject_free_similarity and not any(t.identifier for t in terms):
             return True  # a sentence so close in meaning that other words say it (an identifier never is)
         paraphrased = closest >= self.settings.paraphrase_similarity
+        reworded = closest >= self.settings.unused_word_similarity
         text = " ".join(self._said(c, hits) for c in chosen)
-        coverage = subject_coverage(terms, named, paraphrased, text)
+        coverage = subject_coverage(terms, named, paraphrased, text, reworded)
         if coverage >= self.settings.min_subject_coverage:
             return True
         return coverage >= self.settings.named_page_coverage and self._names_a_page(question, terms, chosen, hits)
