@@ -3,7 +3,7 @@
 The development split is the handbook fixture (evals/fixtures/handbook_questions.yaml, all of it)
 plus the odd-numbered uv_docs questions; the even-numbered uv_docs questions are held out for the
 figures in docs/benchmarks.md and play no part here. Retrieval runs once per question; the
-synthesizer then runs again for every combination of the three settings, and a table gives, for
+synthesizer then runs again for every combination of the four settings, and a table gives, for
 each, the share of near-topic questions declined, of answerable ones wrongly declined, and of
 answerable ones whose answer holds a key fact. The recommended row declines the most near-topic
 questions while wrongly declining at most `--max-wrong` of the answerable ones (ties: more facts).
@@ -27,6 +27,7 @@ DATASETS = REPO.parent / "shared" / "datasets"
 GRID = {
     "min_subject_coverage": (0.3, 0.5, 0.7),
     "paraphrase_similarity": (0.45, 0.5, 0.55, 0.6),
+    "unused_word_similarity": (0.5, 0.55, 0.6, 0.65),
     "subject_max_share": (0.02, 0.05, 0.1),
 }
 

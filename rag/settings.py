@@ -213,6 +213,11 @@ class AnswerSettings(BaseModel):
         description="Extractive: decline unless the answer's sentences name this share of the question's "
         "subject terms (names, identifiers, rare words; weighed by rarity in the knowledge base).",
     )
+    named_page_coverage: float = Field(
+        0.3, ge=0.0, le=1.0,
+        description="Extractive: where the question names a quoted page by its whole title (a title holding a "
+        "subject term), this share of the subject terms is enough.",
+    )
     subject_free_similarity: float = Field(
         0.75, ge=-1.0, le=1.0,
         description="Extractive: an answer sentence this similar to the question answers it whatever words "
@@ -223,6 +228,12 @@ class AnswerSettings(BaseModel):
         0.6, ge=-1.0, le=1.0,
         description="Extractive: an answer sentence this similar to the question says a question word the "
         "knowledge base never uses in other words (names excepted).",
+    )
+    unused_word_similarity: float = Field(
+        0.55, ge=-1.0, le=1.0,
+        description="Extractive: an answer sentence this similar to the question says in other words a word of "
+        "general English that the knowledge base never uses (\"husband\" for a spouse); below it, such a word "
+        "(\"lounge\", \"vesting\" in a staff handbook) is a subject the answer does not name.",
     )
     subject_max_share: float = Field(
         0.05, ge=0.0, le=1.0,

@@ -19,6 +19,8 @@ from rag.synthesize.subject import (
     asked_months,
     candidate_terms,
     lexicon,
+    misspelt,
+    near_spelling,
     other_period,
     subject_coverage,
     subject_terms,
@@ -135,8 +137,8 @@ def test_names_and_identifiers_are_subjects() -> None:
 @needs_lexicon
 def test_unknown_word_is_a_subject_only_when_the_knowledge_base_lacks_it() -> None:
     question = "How do I add a healthcheck to the container?"
-    assert set(terms(question, {})) == {"healthcheck"}
-    assert terms(question, {"healthcheck": 5}) == {}  # the knowledge base's own vocabulary
+    assert set(terms(question, {"container": 5})) == {"healthcheck"}
+    assert terms(question, {"healthcheck": 5, "container": 5}) == {}  # the knowledge base's own vocabulary
 
 
 def test_acronyms_are_subjects_only_when_the_knowledge_base_lacks_them() -> None:
@@ -148,9 +150,9 @@ def test_acronyms_are_subjects_only_when_the_knowledge_base_lacks_them() -> None
 
 def test_a_name_most_chunks_hold_is_left_out() -> None:
     question = "Does Docker work with Heroku?"
-    assert set(terms(question, {"docker": 60, "heroku": 1}, max_share=0.5)) == {"Heroku"}
-    assert set(terms(question, {"docker": 40, "heroku": 1}, max_share=0.5)) == {"Docker", "Heroku"}
-    assert set(terms(question, {"docker": 60, "heroku": 1}, max_share=0.7)) == {"Docker", "Heroku"}
+    assert set(terms(question, {"docker": 60, "heroku": 1, "work": 10}, max_share=0.5)) == {"Heroku"}
+    assert set(terms(question, {"docker": 40, "heroku": 1, "work": 10}, max_share=0.5)) == {"Docker", "Heroku"}
+    assert set(terms(question, {"docker": 60, "heroku": 1, "work": 10}, max_share=0.7)) == {"Docker", "Heroku"}
 
 
 def test_a_multi_word_identifier_is_left_out_only_when_its_rarest_word_is_common() -> None:
@@ -228,8 +230,60 @@ def test_only_what_code_writes_is_an_identifier() -> None:
     assert {t.text for t in found.values() if t.identifier} == {"PyInstaller", "Pipfile.lock"}
 
 
+@needs_lexicon
+def test_a_misspelt_english_word_is_not_a_rare_term() -> None:
+    # "eavery" is "every" with a letter added: a slip, not something the knowledge base lacks.
+    assert misspelt("eavery", lexicon())
+    assert candidates("What race track in the midwest hosts a 500 mile race eavery May?") == ["May"]
+    # A word no single slip turns into English stays rare; short words are too close to others.
+    assert not misspelt("healthcheck", lexicon()) and not misspelt("conda", lexicon())
+    assert candidates("How do I add a healthcheck to the container?") == ["healthcheck"]
+
+
+def test_a_number_is_not_a_name() -> None:
+    # A decimal is what is asked about, not something the answer must name; a name with digits is.
+    assert candidates("Who had a 0.300 batting average for 7 consecutive seasons?") == []
+    assert candidates("Which wheels does uv pick for cu130 on py3?") == ["cu130", "py3"]
+
+
+def test_a_name_misspelt_in_the_question_is_said_where_the_answer_spells_it_right() -> None:
+    assert near_spelling("apatim", "apratim") and near_spelling("quada", "qaeda")
+    assert not near_spelling("germany", "german")  # one is the other's stem: another word
+    assert not near_spelling("seattle", "boston") and not near_spelling("quada", "aqaeda")
+    found = list(terms("What class of instrument does Apatim Majumdar play?", {"apatim": 0, "majumdar": 2, "class": 3, "instrument": 4,
+                                                                                   "play": 5}).values())
+    answer = "Apratim Majumdar (born 1978) is an Indian classical musician."
+    assert subject_coverage(found, stems(answer), text=answer) == 1.0
+    other = "Amjad Ali Khan is an Indian classical musician."
+    assert subject_coverage(found, stems(other), text=other) == 0.0
+
+
+@needs_lexicon
+def test_a_word_of_english_the_knowledge_base_never_uses_is_a_subject() -> None:
+    handbook = {"tts": 99, "reimburse": 71, "airline": 5, "lounge": 0, "membership": 7, "people": 224, "travel": 173}
+    found = terms("Will TTS reimburse an airline lounge membership for people who travel a lot?", handbook, 0.05)
+    assert {t.text: t.kind for t in found.values()} == {"lounge": "unused"}
+    # Words the knowledge base uses, however rarely, are not (the questions paraphrase on purpose).
+    assert terms("Will TTS reimburse an airline membership for people who travel?", handbook, 0.05) == {}
+    # Nor is a slip of the keyboard, nor anything without document frequencies.
+    assert "eavery" not in terms("Which race is held eavery May?", {"race": 3, "held": 5}, 0.05)
+    assert subject_terms("Will TTS pay for a lounge?", None, 0.05) == []
+    # Candidates for the question's subject leave such words out unless asked for.
+    assert "lounge" not in candidates("Will TTS reimburse an airline lounge membership?")
+
+
+def test_an_unused_word_is_said_in_other_words_only_by_an_answer_close_in_meaning() -> None:
+    found = list(terms("My husband is a veteran and seriously ill. How long can I take leave?",
+                       {"husband": 0, "veteran": 9, "seriously": 12, "ill": 6, "long": 72, "take": 234,
+                        "leave": 193}, 0.2).values())
+    answer = "You can take up to 26 weeks of unpaid leave to care for a spouse who is a veteran."
+    assert subject_coverage(found, stems(answer), text=answer) == 0.0
+    assert subject_coverage(found, stems(answer), text=answer, reworded=True) == 1.0
+    assert subject_coverage(found, stems(answer), paraphrased=True, text=answer) == 0.0  # that is for rare words
+
+
 def test_coverage_weighs_a_rare_term_more() -> None:
-    found = terms("Can Docker images run on Heroku?", {"docker": 30, "heroku": 1})
+    found = terms("Can Docker images run on Heroku?", {"docker": 30, "heroku": 1, "images": 10, "run": 20})
     assert len(found) == 2
     listed = list(found.values())
     assert subject_coverage(listed, stems("Heroku runs it.")) > 0.5 > subject_coverage(listed, stems("Docker runs it."))

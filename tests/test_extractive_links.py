@@ -119,3 +119,41 @@ def test_a_page_is_named_once_in_an_answer(monkeypatch) -> None:
     assert synthesizer.answer("Which canal supplied hydropower?", [CANAL]).text == (
         "It (Dundee Canal) was built between 1858 and 1861 along the river [1]. "
         "It supplied hydropower and water for manufacturing [1].")
+
+
+def test_a_comparison_of_pages_the_question_names_quotes_only_them() -> None:
+    from rag.synthesize.extractive import named_only
+
+    cleo = hit("cleo", "Letters to Cleo", "Letters to Cleo is an alternative rock band from Boston.")
+    trees = hit("trees", "Screaming Trees", "Screaming Trees was an American rock band formed in 1984.")
+    discography = hit("disc", "Screaming Trees discography", "The discography of Screaming Trees has seven albums.")
+    hits = [cleo, trees, discography]
+    chosen = [Candidate(1, "Letters to Cleo is an alternative rock band.", "cleo"),
+              Candidate(3, "The discography of Screaming Trees has seven albums.", "disc"),
+              Candidate(2, "Screaming Trees was an American rock band formed in 1984.", "trees")]
+    question = _words("Which band, Letters to Cleo or Screaming Trees, had more members?")
+    assert [c.document for c in named_only(chosen, hits, question)] == ["cleo", "trees"]
+    # A question that names one page keeps the pages it leads to.
+    one = _words("Which band had more members than Screaming Trees?")
+    assert named_only(chosen, hits, one) == chosen
+
+
+def test_a_question_naming_a_quoted_page_needs_less_of_its_subject() -> None:
+    from rag.settings import AnswerSettings
+    from rag.synthesize.extractive import ExtractiveSynthesizer
+    from rag.synthesize.subject import Term
+
+    ed_wood = hit("wood", "Ed Wood", "Ed Wood (1924 - 1978) was an American filmmaker.")
+    chosen = [Candidate(1, "Ed Wood (1924 - 1978) was an American filmmaker.", "wood", similarity=0.5)]
+    terms = [Term("Scott", frozenset({"scott"}), 5.4), Term("Derrickson", frozenset({"derrickson"}), 7.6),
+             Term("Ed", frozenset({"ed"}), 6.2), Term("Wood", frozenset({"wood"}), 5.8)]  # Ed Wood: 0.48 of the weight
+    synthesizer = ExtractiveSynthesizer(None, AnswerSettings())  # type: ignore[arg-type]
+    named = "Were Scott Derrickson and Ed Wood of the same nationality?"
+    assert synthesizer.covers_subject(terms, chosen, [ed_wood], question=named)
+    # The same share, from a page the question does not name by its title, is not enough.
+    film = hit("film", "Glen or Glenda", "Ed Wood (1924 - 1978) was an American filmmaker.")
+    assert not synthesizer.covers_subject(terms, chosen, [film], question=named)
+    # Nor is a page named by the question whose quoted sentences hold too little of the subject.
+    lone = [Term("Scott", frozenset({"scott"}), 5.4), Term("Derrickson", frozenset({"derrickson"}), 7.6),
+            Term("Tim", frozenset({"tim"}), 30.0), Term("Wood", frozenset({"wood"}), 1.0)]
+    assert not synthesizer.covers_subject(lone, chosen, [ed_wood], question=named)

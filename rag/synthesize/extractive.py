@@ -178,6 +178,17 @@ def leads_to(first: Hit, other: Hit, question_words: str) -> bool:
     return _names(name, _prose(first)) and not _names(_name(first), _prose(other))
 
 
+def named_only(chosen: list[Candidate], hits: Sequence[Hit], question_words: str) -> list[Candidate]:
+    """Where the answer quotes two or more pages the question names by their titles ("Which band,
+    Letters to Cleo or Screaming Trees, had more members?"), only those: what the question compares
+    is on them, and another page ("Screaming Trees discography", a page that merely scores well) is
+    beside the point."""
+    named = {c.document for c in chosen if _names(_name(hits[c.excerpt - 1]), question_words)}
+    if len(named) < 2:
+        return chosen
+    return [c for c in chosen if c.document in named]
+
+
 def second_document(question: str, hits: Sequence[Hit], ranked: Sequence[Candidate]) -> str | None:
     """The node id of the document the best sentence's document leads to (the first such in the
     order of the candidates' scores), else of the next document if its best sentence is a near
@@ -405,9 +416,11 @@ class ExtractiveSynthesizer:
         return chosen
 
     def covers_subject(self, terms: Sequence[Term], chosen: Sequence[Candidate], hits: Sequence[Hit],
-                       months: frozenset[str] = frozenset()) -> bool:
+                       months: frozenset[str] = frozenset(), question: str = "") -> bool:
         """Do the chosen sentences (with their headings and titles) name what the question is about,
-        and not another period than the months it asks about?"""
+        and not another period than the months it asks about? A smaller share of the subject
+        (`named_page_coverage`) is enough where the question names one of the quoted pages by its
+        title: its other names are then about what the answer leads to or stands beside."""
         named = set().union(*(self._named(c, hits) for c in chosen))
         if other_period(months, named):
             return False
@@ -417,8 +430,25 @@ class ExtractiveSynthesizer:
         if closest >= self.settings.subject_free_similarity and not any(t.identifier for t in terms):
             return True  # a sentence so close in meaning that other words say it (an identifier never is)
         paraphrased = closest >= self.settings.paraphrase_similarity
+        reworded = closest >= self.settings.unused_word_similarity
         text = " ".join(self._said(c, hits) for c in chosen)
-        return subject_coverage(terms, named, paraphrased, text) >= self.settings.min_subject_coverage
+        coverage = subject_coverage(terms, named, paraphrased, text, reworded)
+        if coverage >= self.settings.min_subject_coverage:
+            return True
+        return coverage >= self.settings.named_page_coverage and self._names_a_page(question, terms, chosen, hits)
+
+    @staticmethod
+    def _names_a_page(question: str, terms: Sequence[Term], chosen: Sequence[Candidate], hits: Sequence[Hit]) -> bool:
+        """Does the question name, by its whole title, a page the answer quotes, a title holding one
+        of its subject terms ("Were Scott Derrickson and Ed Wood of the same nationality?", answered
+        from the page "Ed Wood")? The knowledge base then has a page on what the question asks about."""
+        question_words = _words(question)
+        for c in chosen:
+            hit = hits[c.excerpt - 1]
+            title = stems(_QUALIFIER.sub("", hit.title))
+            if _names(_name(hit), question_words) and any(t.stems <= title for t in terms):
+                return True
+        return False
 
     def compose(self, question: str | Query, hits: Sequence[Hit]) -> list[Candidate]:
         """The sentences of the answer in reading order; empty: decline."""
@@ -436,7 +466,8 @@ class ExtractiveSynthesizer:
             chosen = self.with_how(chosen, pool)
         terms: list[Term] = subject_terms(question, self.doc_freq, self.settings.subject_max_share)
         chosen = self.complete(terms, chosen, ranked, hits)
-        if not self.covers_subject(terms, chosen, hits, asked_months(question)):
+        chosen = named_only(chosen, hits, _words(question))
+        if not self.covers_subject(terms, chosen, hits, asked_months(question), question):
             return []
         return reading_order(chosen)
 

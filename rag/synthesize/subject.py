@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -37,6 +38,7 @@ _INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
 _SENTENCE_START = re.compile(r"(?:^|[.?!:;]\s+|[\"'(]\s*)$")
 _MIN_RARE_LENGTH = 4
 _ACRONYM = re.compile(r"[A-Z]{2,5}s?")
+_NEAR_SPELLING = 0.8  # share of letters two spellings of one name have in common (difflib's ratio)
 
 DocFreq = Callable[[Sequence[str]], "tuple[dict[str, int], int] | None"]
 
@@ -46,7 +48,8 @@ class Term:
     text: str  # as the question writes it
     stems: frozenset[str]  # every word of it, stemmed (an identifier has several)
     weight: float = 1.0  # its rarity in the knowledge base (idf)
-    kind: str = "name"  # "name" (identifier, capitalised name) or "rare" (a word general English lacks)
+    kind: str = "name"  # "name" (identifier, capitalised name), "rare" (a word general English lacks) or
+    # "unused" (a word of general English the knowledge base never uses)
 
     @property
     def identifier(self) -> bool:
@@ -93,33 +96,69 @@ def _common(word: str, common: frozenset[str]) -> bool:
     return any(word.startswith(p) and _common(word[len(p):], common) for p in _PREFIXES if len(word) - len(p) >= 4)
 
 
-def _kind(token: str, before: str, common: frozenset[str]) -> str | None:
-    """"name" (an identifier or a capitalised name), "rare" (a word general English lacks), or None."""
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_MIN_MISSPELT_LENGTH = 6  # shorter words are one letter from too many others ("conda", "condo")
+
+
+def misspelt(word: str, common: frozenset[str]) -> bool:
+    """Is the word one typing slip (a letter left out, added, changed or two swapped) from a whole
+    word of general English ("eavery" for "every")? Then it is that word, not a rare term."""
+    if len(word) < _MIN_MISSPELT_LENGTH or not common:
+        return False
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    edits = {a + b[1:] for a, b in splits if b}
+    edits |= {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    edits |= {a + c + b[1:] for a, b in splits if b for c in _LETTERS}
+    edits |= {a + c + b for a, b in splits for c in _LETTERS}
+    edits.discard(word)
+    return any(e in common for e in edits)
+
+
+def near_spelling(word: str, other: str) -> bool:
+    """Does `other` spell the same name with a slip or two ("Apatim" for "Apratim", "Quada" for
+    "Qaeda")? Same first letter, both of five letters or more, neither the other's stem ("German" is
+    not "Germany"), and most letters shared in order."""
+    if len(word) < 5 or len(other) < 5 or word[0] != other[0] or word.startswith(other) or other.startswith(word):
+        return False
+    return SequenceMatcher(None, word, other).ratio() >= _NEAR_SPELLING
+
+
+def _kind(token: str, before: str, common: frozenset[str], everyday: bool = False) -> str | None:
+    """"name" (an identifier or a capitalised name), "rare" (a word general English lacks), with
+    `everyday` "unused" for any other word of general English (which is a subject only where the
+    knowledge base never uses it), or None."""
+    if not any(ch.isalpha() for ch in token):
+        return None  # a number ("0.300", "1,200"): what is asked about it is in the question's other words
     if _INNER_MARK.search(token) or _INNER_CAPITAL.search(token):
         words = [w for w in WORD.findall(token.lower()) if w not in STOPWORDS]
         if common and _INNER_CAPITAL.search(token) is None and all(_common(w, common) for w in words):
             return None  # "too-strict", "user-wide": English words joined, not a name
         return "name"  # an identifier
     if any(ch.isdigit() for ch in token):
-        return "name" if any(ch.isalpha() for ch in token) else None  # "cu130", "py3", not a plain number
+        return "name"  # "cu130", "py3"
     if _ACRONYM.fullmatch(token):
         return "rare"  # API, CI, TLS: a field's common words, a subject only where the knowledge base lacks them
     if _is_name(token, before):
         return "name"
     word = token.lower()
-    if common and len(word) >= _MIN_RARE_LENGTH and word not in STOPWORDS and not _common(word, common):
+    if (common and len(word) >= _MIN_RARE_LENGTH and word not in STOPWORDS and not _common(word, common)
+            and not misspelt(word, common)):
         return "rare"
+    if (everyday and common and len(word) >= _MIN_RARE_LENGTH and word.isalpha() and word not in STOPWORDS
+            and _common(word, common)):  # not a slip ("eavery"): that is the word it misspells
+        return "unused"
     return None
 
 
-def candidate_terms(question: str) -> list[tuple[str, frozenset[str], list[str], str]]:
-    """(token, its stems, its words, its kind) for every token of the question that may name something."""
+def candidate_terms(question: str, everyday: bool = False) -> list[tuple[str, frozenset[str], list[str], str]]:
+    """(token, its stems, its words, its kind) for every token of the question that may name
+    something; with `everyday`, the words of general English too (kind "unused")."""
     common = lexicon()
     found: list[tuple[str, frozenset[str], list[str], str]] = []
     seen: set[frozenset[str]] = set()
     for match in _TOKEN.finditer(question):
         token = match.group(0).rstrip(".")
-        kind = _kind(token, question[: match.start()], common) if token else None
+        kind = _kind(token, question[: match.start()], common, everyday) if token else None
         if kind is None:
             continue
         words = [w for w in WORD.findall(token.lower()) if w not in STOPWORDS]
@@ -134,8 +173,10 @@ def subject_terms(question: str, doc_freq: DocFreq | None, max_share: float) -> 
     """The question's subject terms, each weighed by its rarity in the knowledge base. A name or
     identifier more than `max_share` of the chunks hold is left out; a word general English lacks
     counts only when the knowledge base lacks it too (technical writing is full of words a general
-    vocabulary does not have: "config", "plugin", "workflow")."""
-    candidates = candidate_terms(question)
+    vocabulary does not have: "config", "plugin", "workflow"). A word of general English counts only
+    where the knowledge base never uses it ("lounge", "vesting" in a staff handbook): what the
+    question asks about is then something the knowledge base does not speak of."""
+    candidates = candidate_terms(question, everyday=doc_freq is not None)
     if not candidates:
         return []
     counted = doc_freq(sorted({w for _, _, words, _ in candidates for w in words})) if doc_freq else None
@@ -145,32 +186,37 @@ def subject_terms(question: str, doc_freq: DocFreq | None, max_share: float) -> 
     terms = []
     for token, term_stems, words, kind in candidates:
         rarest = min(df.get(w, 0) for w in words)
-        if (total and rarest > max_share * total) or (kind == "rare" and rarest > 0):
+        if (total and rarest > max_share * total) or (kind in ("rare", "unused") and rarest > 0):
             continue
         terms.append(Term(token, term_stems, math.log((total + 1) / (rarest + 1)) + 1.0, kind))
     return terms
 
 
 def subject_coverage(terms: Sequence[Term], text_stems: Iterable[str], paraphrased: bool = False,
-                     text: str | None = None) -> float:
+                     text: str | None = None, reworded: bool = False) -> float:
     """The share of the terms' weight whose every word the text holds (1.0 when there are none).
     `paraphrased`: the answer is close enough in meaning that a word the knowledge base never uses
-    ("monorepo" for a workspace) counts as said in other words; a name never does. `text`: an
+    ("monorepo" for a workspace) counts as said in other words; a name never does. `reworded`: the
+    same for a word of general English the knowledge base never uses ("husband" for a spouse). `text`: an
     identifier of several words counts only where they stand together, in its order
     ("poetry-dynamic-versioning" is not said by "poetry", "dynamic" and "version" in three sentences)."""
     if not terms:
         return 1.0
     held = set(text_stems)
     phrases = " ".join(porter_stem(w) for w in WORD.findall(text.lower())) if text is not None else None
+    spelled = {w for w in WORD.findall(text.lower()) if len(w) >= 5} if text is not None else set()
 
     def said(t: Term) -> bool:
         if not t.stems <= held:
-            return False
+            # A name spelled with a slip ("Apatim Majumdar") is said where the text spells it right.
+            word = t.text.lower()
+            return t.kind == "name" and word.isalpha() and any(near_spelling(word, w) for w in spelled)
         phrase = t.phrase
         return phrases is None or " " not in phrase or f" {phrase} " in f" {phrases} "
 
     total = sum(t.weight for t in terms)
-    return sum(t.weight for t in terms if said(t) or (paraphrased and t.kind == "rare")) / total
+    return sum(t.weight for t in terms
+               if said(t) or (paraphrased and t.kind == "rare") or (reworded and t.kind == "unused")) / total
 
 
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
