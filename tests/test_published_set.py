@@ -102,3 +102,4 @@ def test_a_search_during_a_change_checks_by_key_until_the_set_is_read_again(stor
     for _ in range(RELOAD_AFTER):
         _titles(service, admin)
     assert _held(service) is not None
+

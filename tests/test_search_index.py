@@ -214,3 +214,14 @@ def test_a_query_embedded_ahead_is_embedded_once_and_the_same() -> None:
     assert np.array_equal(ahead.vector, np.full(4, 12.0, dtype=np.float32))
     assert np.array_equal(ahead.vector, Query("annual leave", embed).vector)
     assert calls == ["annual leave", "annual leave"]  # once ahead, once for the plain query
+
+
+def test_an_unknown_lane_is_refused_after_the_callers_access_is_checked(svc, admin):
+    from rag.errors import PermissionDenied
+    from rag.service import Principal
+
+    nobody = Principal(actor="t", workspace_id="default", access="none")
+    with pytest.raises(PermissionDenied):
+        svc.search(nobody, "where do staff park", 5, lanes=["nope"])
+    with pytest.raises(InvalidArgument, match="no lane named"):
+        svc.search(admin, "where do staff park", 5, lanes=["nope"])

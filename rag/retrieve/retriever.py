@@ -14,6 +14,7 @@ from typing import Sequence
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from rag.errors import InvalidArgument
 from rag.models.embed import Embedder
 from rag.retrieve.fusion import Fused, diversify
 from rag.retrieve.index import BRIDGE, SearchIndex
@@ -44,7 +45,11 @@ class Retriever:
         computed on another thread when that search would do so anyway: a caller that has other
         work before the search (reading the caller's scope) overlaps the two."""
         query = self.query(query)
-        if self.index.embeds_ahead(lanes):
+        try:
+            ahead = self.index.embeds_ahead(lanes)
+        except InvalidArgument:
+            return query  # an unknown lane: the search refuses it, after the caller's access is checked
+        if ahead:
             query.embed_ahead()
         return query
 

@@ -314,7 +314,8 @@ class ChromaVectorLane:
 
     def search(self, session: Session, query: Query, scope: Scope, depth: int) -> list[LaneHit]:
         """The nearest chunks of published versions: Chroma holds a version's vectors while it is
-        being published, so hits are checked by primary key, widening when too few pass."""
+        being published, so hits are checked (rag/retrieve/published.py), widening when too few
+        pass. The first fetch may have started on another thread (`ahead`)."""
         if scope.empty:
             return []
         started = query.ahead.pop(self.name, None)
