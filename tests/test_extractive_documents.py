@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from rag.retrieve.types import Hit
-from rag.synthesize.extractive import Candidate, by_holding_documents
+from rag.synthesize.extractive import Candidate, by_holding_documents, says_any_of
 from rag.synthesize.features import question_weights
 
 # The question's word weights (idf) in the handbook's knowledge base, as `question_weights` gives them there.
@@ -71,3 +71,34 @@ def test_the_best_sentences_page_stays_first_where_it_holds_the_question_too() -
     question = "How do I add my public key to GitHub to verify signed commits?"
     hits = [hit("sensitive", "Sensitive information", SENSITIVE), hit("signing", "Git commit signing", SIGNING)]
     assert texts(by_holding_documents(ranked(), hits, question_weights(question, None))) == texts(ranked())
+
+
+# ------------------------------------------------------------------------------------- says_any_of
+
+DETAILS = """\
+## Details
+
+Details last up to 120 days and can be extended up to another 120 days (not to exceed 240 days total).
+The employee is detailed at the same (or lower) GS level.
+"""
+
+
+def test_an_answer_whose_sentences_hold_no_word_of_the_question_says_nothing_of_it() -> None:
+    question = "How big is the cash bonus if someone I refer gets hired?"
+    hits = [hit("details", "Hiring and details", DETAILS)]
+    chosen = [candidate(1, "details", line, 0.5) for line in DETAILS.splitlines()[2:]]
+    for c in chosen:
+        c.context = "Details"
+    assert not says_any_of(question_weights(question, None), chosen, hits, question)
+    asked = "How long can a detail last?"
+    assert says_any_of(question_weights(asked, None), chosen, hits, asked)
+
+
+def test_the_title_of_a_page_the_question_names_counts_as_said() -> None:
+    question = "Which actor does American Beauty and American Beauty have in common?"
+    text = "It stars Kevin Spacey and Annette Bening."
+    hits = [hit("film", "American Beauty (1999 film)", text)]
+    chosen = [candidate(1, "film", text, 0.5)]
+    assert says_any_of(question_weights(question, None), chosen, hits, question)
+    hits = [hit("film", "Films of 1999", text)]
+    assert not says_any_of(question_weights(question, None), chosen, hits, question)

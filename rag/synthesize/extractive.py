@@ -233,6 +233,23 @@ def by_holding_documents(ranked: list[Candidate], hits: Sequence[Hit], weights: 
     return sorted(ranked, key=lambda c: c.document != first)  # stable: by score within
 
 
+def says_any_of(weights: dict[str, float], chosen: Sequence[Candidate], hits: Sequence[Hit], question: str) -> bool:
+    """Do the answer's sentences themselves (not only their headings and titles) hold a word of the
+    question? "How big is the cash bonus if someone I refer gets hired?" answered with "Details
+    last up to 120 days …" (a page on details, under a heading on hiring) holds none: it is about
+    something else, however its page is titled. The title of a page the question names counts as
+    said ("Which actor does American Beauty ...?": "It stars Kevin Spacey" on the page "American
+    Beauty (1999 film)")."""
+    if not weights:
+        return True
+    question_words = _words(question)
+    said = []
+    for c in chosen:
+        hit = hits[c.excerpt - 1]
+        said.append(f"{hit.title} {c.text} {c.attachment}" if _names(_name(hit), question_words) else f"{c.text} {c.attachment}")
+    return held_share(weights, stems(" ".join(said))) > 0
+
+
 def embedded_text(context: str, sentence: str) -> str:
     """What a sentence is embedded as: with the heading it sits under, which says what "it" is."""
     return f"{context}: {sentence}" if context else sentence
@@ -495,6 +512,8 @@ class ExtractiveSynthesizer:
         terms: list[Term] = subject_terms(question, self.doc_freq, self.settings.subject_max_share)
         chosen = self.complete(terms, chosen, ranked, hits)
         chosen = named_only(chosen, hits, _words(question))
+        if not says_any_of(weights, chosen, hits, question):
+            return []
         if not self.covers_subject(terms, chosen, hits, asked_months(question), question):
             return []
         return reading_order(chosen)
