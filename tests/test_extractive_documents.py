@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from rag.retrieve.types import Hit
-from rag.synthesize.extractive import Candidate, by_holding_documents, says_any_of
+from rag.synthesize.extractive import Candidate, by_holding_documents, says_any_of, second_document
 from rag.synthesize.features import question_weights
 
 # The question's word weights (idf) in the handbook's knowledge base, as `question_weights` gives them there.
@@ -60,6 +60,18 @@ def test_the_retrievers_first_page_holding_the_question_comes_first() -> None:
     ordered = by_holding_documents(ranked(), hits, WEIGHTS)
     assert [c.document for c in ordered] == ["sensitive", "sensitive", "signing", "signing"]
     assert ordered[0].text.startswith("It's easy")  # by score within the page
+
+
+def test_the_page_put_after_is_no_near_tie_of_the_first() -> None:
+    # Its best sentence scores far above the first page's (0.74 against 0.62): not a second page of
+    # the answer. One scoring within 5% either way is.
+    hits = [hit("sensitive", "Sensitive information", SENSITIVE), hit("signing", "Git commit signing", SIGNING)]
+    ordered = by_holding_documents(ranked(), hits, WEIGHTS)
+    assert second_document(QUESTION, hits, ordered) is None
+    for c in ordered:
+        if c.document == "signing":
+            c.score -= 0.14  # 0.60 and 0.52
+    assert second_document(QUESTION, hits, ordered) == "signing"
 
 
 def test_the_best_sentences_page_stays_first_where_the_retriever_ranks_it_first() -> None:

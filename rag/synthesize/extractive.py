@@ -198,7 +198,7 @@ def named_only(chosen: list[Candidate], hits: Sequence[Hit], question_words: str
 def second_document(question: str, hits: Sequence[Hit], ranked: Sequence[Candidate]) -> str | None:
     """The node id of the document the best sentence's document leads to (the first such in the
     order of the candidates' scores), else of the next document if its best sentence is a near
-    tie; None when there is neither."""
+    tie (within 5%, either way); None when there is neither."""
     if not ranked:
         return None
     first = hits[ranked[0].excerpt - 1]
@@ -207,8 +207,8 @@ def second_document(question: str, hits: Sequence[Hit], ranked: Sequence[Candida
     for c in others:
         if leads_to(first, hits[c.excerpt - 1], question_words):
             return c.document
-    if others and others[0].score >= _NEAR_TIE * ranked[0].score:
-        return others[0].document
+    if others and _NEAR_TIE * ranked[0].score <= others[0].score <= ranked[0].score / _NEAR_TIE:
+        return others[0].document  # (higher only where `by_holding_documents` put a document first)
     return None
 
 
