@@ -332,6 +332,39 @@ def test_how_many_is_not_a_howto(question: str) -> None:
     assert asks_for(question) == {"number"}
 
 
+@pytest.mark.parametrize("question", [
+    "I've accepted a job somewhere else. How far ahead of my last day should I kick off offboarding?",
+    "How far ahead of time am I supposed to put in a request for a day off?",
+    "How much notice do I have to give before a trip?",
+    "How many days before the deadline should I submit it?",
+])
+def test_asks_for_a_lead_time(question: str) -> None:
+    assert "lead" in asks_for(question)
+
+
+@pytest.mark.parametrize("question", ["How far is the office from the station?", "How long is the Rhine?",
+                                      "When is the timesheet deadline?", "How long does approval take?"])
+def test_a_distance_or_a_date_is_no_lead_time(question: str) -> None:
+    assert "lead" not in asks_for(question)
+
+
+def test_a_lead_time_question_prefers_the_span_ahead_to_any_number() -> None:
+    # The handbook's offboarding page: both sentences hold a number; only the first says how far ahead.
+    from rag.synthesize.extractive import Candidate
+    from rag.synthesize.features import kind_score
+
+    question = "I've accepted a job somewhere else. How far ahead of my last day should I kick off offboarding?"
+    asks, asked = asks_for(question), question_stems(question)
+
+    def score(text: str) -> float:
+        return kind_score(Candidate(1, text), asks, asked, 0.3)
+
+    ahead = score("Begin this process at least two weeks before your last day of work.")
+    within = score('The "technical offboardings" need to happen within 24 hours of the person ending their work.')
+    assert ahead > within > 0
+    assert score("Submit absence requests at least three business days in advance.") == ahead
+
+
 # ------------------------------------------------------------------------- features.restates
 
 

@@ -66,6 +66,19 @@ _HOLDS = {
     "agent": re.compile(r"@|(?<=[a-z,;] )[A-Z][\w&-]+"),
     "place": re.compile(r"https?://|www\.|@|/[\w.-]+|`[^`]+`|(?<=[a-z,;] )[A-Z][\w&-]+"),
 }
+# "How far ahead of my last day ...?", "How much notice ...?": the answer is a span of time before
+# something ("at least two weeks before your last day", "three business days in advance"), not any
+# number ("within 24 hours of the person ending their work").
+_ASKS_LEAD = re.compile(
+    r"\bhow (?:far|long|much time|early|many (?:days|weeks|hours|months))\b(?:\s+\w+){0,6}?\s+(?:ahead|in advance|before|beforehand|prior)\b"
+    r"|\bhow much (?:advance )?notice\b",
+    re.I,
+)
+_HOLDS_LEAD = re.compile(
+    rf"\b(?:\d+|{_NUMBER_WORDS}|an?)\s+(?:(?:full|business|calendar|working|work)\s+)?(?:minutes?|hours?|days?|weeks?|months?|years?)"
+    r"(?:'s)?\s+(?:before|in advance|ahead|prior|beforehand|notice|early)\b",
+    re.I,
+)
 _NEGATION = re.compile(r"\b(?:not|no|never|cannot)\b|n't\b", re.IGNORECASE)
 _STEP = re.compile(r"^(?:then|next|now|finally|after that|afterwards|once (?:that|this) is done),", re.IGNORECASE)
 _STEP_PENALTY = 0.1  # "Then, run it:" leans on the steps before it (0.1 and 0.15 tie on the dev questions)
@@ -161,8 +174,11 @@ def restates(text: str, question_stems: set[str]) -> bool:
 
 
 def asks_for(question: str) -> set[str]:
-    """The kinds of answer a question asks for: "howto", "number", "time", "agent", "place"."""
+    """The kinds of answer a question asks for: "howto", "number", "time", "agent", "place", and
+    "lead" (a span of time ahead of something: "How far ahead of my last day ...?")."""
     kinds = {kind for kind, pattern in _ASKS.items() if pattern.search(question)}
+    if _ASKS_LEAD.search(question):
+        kinds.add("lead")
     if _HOWTO.search(question):
         kinds.add("howto")
     return kinds
@@ -191,6 +207,8 @@ def kind_score(c: Candidate, asks: set[str], question_stems: set[str], held: flo
         score += relevant * _ACTION_BONUS
     if has_type:
         score += relevant * _TYPE_BONUS
+    if "lead" in asks and _HOLDS_LEAD.search(c.text):
+        score += relevant * _TYPE_BONUS  # the span of time ahead asked for, not only a number
     if _POINTER.search(c.text):
         score -= _POINTER_PENALTY
     if _INTRO.search(c.text):
