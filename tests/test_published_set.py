@@ -11,7 +11,7 @@ import sqlite3
 
 import pytest
 
-from rag.retrieve.published import HELD, RELOAD_AFTER, published_ids, remember_statuses
+from rag.retrieve.published import HELD, RELOAD_AFTER, published_ids, published_set, remember_statuses
 from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
 
@@ -51,6 +51,8 @@ def _other_process(db, sql: str, *args) -> None:
 
 
 def _held(service) -> object:
+    """What a search's checks read now, once any read of the ids in flight is done."""
+    assert published_set(service.db.engine).settled()
     with service.db.session() as session:
         remember_statuses(session)
         published_ids(session, [1])
@@ -98,6 +100,11 @@ def test_a_search_during_a_change_checks_by_key_until_the_set_is_read_again(stor
         _titles(service, admin)
     _other_process(db, "UPDATE document_versions SET status = 'archived' WHERE node_id = ?", docs["Lunch"])
     assert _held(service) is None  # a generation not seen before: by primary key
+    # Seen a second time: the ids are read on another thread; this search checks by key.
+    with service.db.session() as session:
+        remember_statuses(session)
+        published_ids(session, [1])
+        assert session.info[HELD] is None
     assert "Lunch" not in _titles(service, admin, "when is lunch served in the canteen")
     for _ in range(RELOAD_AFTER):
         _titles(service, admin)
