@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Callable
 
 import numpy as np
@@ -28,7 +28,7 @@ from sqlalchemy import bindparam, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from rag.retrieve.types import LaneHit
+from rag.retrieve.types import LaneHit, run_ahead
 from rag.store.models import PUBLISHED, Chunk, DocumentVersion
 
 
@@ -69,7 +69,7 @@ class PublishedSet:
                 return held[1]
             self._sightings += 1
             if self._sightings >= RELOAD_AFTER and self._loading is None:
-                self._loading = _loader().submit(self._load)
+                self._loading = run_ahead(self._load)
             return None
 
     def _load(self) -> None:
@@ -109,17 +109,6 @@ class PublishedSet:
 _GENERATION = text("SELECT value FROM search_generation WHERE id = 1")
 _sets: "weakref.WeakKeyDictionary[Engine, PublishedSet]" = weakref.WeakKeyDictionary()
 _sets_lock = threading.Lock()
-_loader_pool: ThreadPoolExecutor | None = None
-
-
-def _loader() -> ThreadPoolExecutor:
-    global _loader_pool
-    with _sets_lock:
-        if _loader_pool is None:
-            _loader_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rag-published-ids")
-        return _loader_pool
-
-
 def published_set(engine: Engine) -> PublishedSet | None:
     """The published set of this engine's database (None: not SQLite, checks go by key)."""
     if engine.dialect.name != "sqlite":

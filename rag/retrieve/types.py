@@ -53,13 +53,14 @@ _ahead_pool: ThreadPoolExecutor | None = None
 _ahead_lock = threading.Lock()
 
 
-def _ahead() -> ThreadPoolExecutor:
-    """The threads that embed queries ahead of the lanes that need them (made on first use)."""
+def run_ahead(fn: Callable[..., T], *args: object) -> Future[T]:
+    """Run fn on the threads that do a search's work ahead of need (the query's embedding, the
+    vector lane's first fetch, a read of the published ids), made on first use."""
     global _ahead_pool
     with _ahead_lock:
         if _ahead_pool is None:
-            _ahead_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rag-query-ahead")
-        return _ahead_pool
+            _ahead_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rag-ahead")
+    return _ahead_pool.submit(fn, *args)
 
 
 class Query:
@@ -101,11 +102,11 @@ class Query:
         if self._vector is None and self._pending is None:
             if self._embed is None:
                 return None
-            self._pending = _ahead().submit(self._embed, self.text)
+            self._pending = run_ahead(self._embed, self.text)
         if then is None:
             return None
         known, pending = self._vector, self._pending
-        return _ahead().submit(lambda: then(known if known is not None else pending.result()))
+        return run_ahead(lambda: then(known if known is not None else pending.result()))
 
     @property
     def embedded(self) -> bool:
