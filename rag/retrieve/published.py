@@ -109,6 +109,8 @@ class PublishedSet:
 _GENERATION = text("SELECT value FROM search_generation WHERE id = 1")
 _sets: "weakref.WeakKeyDictionary[Engine, PublishedSet]" = weakref.WeakKeyDictionary()
 _sets_lock = threading.Lock()
+
+
 def published_set(engine: Engine) -> PublishedSet | None:
     """The published set of this engine's database (None: not SQLite, checks go by key)."""
     if engine.dialect.name != "sqlite":
@@ -151,10 +153,11 @@ def published_ids(session: Session, chunk_ids: list[int]) -> set[int]:
         return set()
     held = held_ids(session)
     if held is not None:
+        if not len(held):
+            return set()
         wanted_ids = np.fromiter(chunk_ids, dtype=np.int64, count=len(chunk_ids))
-        at = np.minimum(np.searchsorted(held, wanted_ids), max(len(held) - 1, 0))
-        found_mask = held[at] == wanted_ids if len(held) else np.zeros(len(wanted_ids), dtype=bool)
-        return {int(i) for i in wanted_ids[found_mask]}
+        at = np.minimum(np.searchsorted(held, wanted_ids), len(held) - 1)  # where each would sit in the sorted ids
+        return {int(i) for i in wanted_ids[held[at] == wanted_ids]}
     memo: dict[int, str | None] | None = session.info.get(MEMO)
     wanted = list(dict.fromkeys(chunk_ids))
     missing = wanted if memo is None else [i for i in wanted if i not in memo]
