@@ -1,8 +1,9 @@
 """The ONNX Runtime encoder against the torch model it was exported from, on real SciFact text.
 
 fp32 vectors agree with sentence-transformers' to cosine >= 0.999 (they share the embedding cache
-and the vector index), int8 query vectors to >= 0.99. The retrieval check (SciFact nDCG@10 within
-0.005 of torch) is an eval run, docs/benchmarks.md: too slow for a test on two cores.
+and the vector index), int8 query vectors to >= 0.99 (queries of INT8_MIN_TOKENS tokens or more;
+shorter ones get fp32 vectors). The retrieval check (SciFact nDCG@10 within 0.005 of torch) is an
+eval run, docs/benchmarks.md: too slow for a test on two cores.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 from rag.errors import Unavailable
 from rag.models.embed import CachedEmbedder, Turns, local_embedder
-from rag.models.onnx_encoder import FP32_FILE, INT8_FILE, onnx_dir
+from rag.models.onnx_encoder import FP32_FILE, INT8_FILE, INT8_MIN_TOKENS, onnx_dir
 from rag.settings import EmbedSettings, Settings
 
 from .conftest import SHARED
@@ -67,6 +68,18 @@ def test_query_vectors_fp32_and_int8_match_the_torch_model(embedders) -> None:
     assert _cosines(fp32, reference).min() >= 0.999
     assert _cosines(int8, reference).min() >= 0.99
     assert _cosines(int8, reference).min() < 0.9999  # it is the int8 model, not the fp32 one again
+
+
+def test_short_queries_get_fp32_vectors_and_longer_ones_int8(embedders) -> None:
+    """int8 loses most on a query of a few tokens, so those go through fp32: their vectors are
+    fp32's exactly, a longer query's are not (and still within 0.99)."""
+    onnx_int8, onnx_fp32, _ = embedders
+    encoder = onnx_int8._onnx(True, 1)
+    short, longer = "vpn setup", "How many days of annual leave do new employees get?"
+    assert len(encoder.tokens(short).ids) < INT8_MIN_TOKENS <= len(encoder.tokens(longer).ids)
+    np.testing.assert_array_equal(onnx_int8.embed_query(short), onnx_fp32.embed_query(short))
+    cosine = float(onnx_int8.embed_query(longer) @ onnx_fp32.embed_query(longer))
+    assert 0.99 <= cosine < 0.9999
 
 
 def test_both_runtimes_share_the_cache_key_and_the_cache(embedders, tmp_path: Path) -> None:

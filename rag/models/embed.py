@@ -27,7 +27,7 @@ from typing import Iterator, Protocol, Sequence
 import numpy as np
 
 from rag.errors import Unavailable
-from rag.models.onnx_encoder import OnnxEncoder, encoder_file, max_seq_length
+from rag.models.onnx_encoder import INT8_MIN_TOKENS, OnnxEncoder, encoder_file, max_seq_length
 from rag.settings import LOCAL_EMBED_MODEL, EmbedSettings, Settings
 
 log = logging.getLogger(__name__)
@@ -216,9 +216,16 @@ class LocalEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
     def _encode_query(self, text: str) -> np.ndarray:
-        if self.onnx:
-            return self._onnx(self.settings.int8_queries, 1).encode([text])[0]
-        return self._encode([text])[0]
+        """One query on one thread; ONNX: through the int8 model unless the query is short
+        (`INT8_MIN_TOKENS`), where int8 loses most and fp32 costs least."""
+        if not self.onnx:
+            return self._encode([text])[0]
+        if self.settings.int8_queries:
+            int8 = self._onnx(True, 1)
+            tokens = int8.tokens(text)
+            if len(tokens.ids) >= INT8_MIN_TOKENS:
+                return int8.run([tokens])[0]
+        return self._onnx(False, 1).encode([text])[0]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

@@ -8,9 +8,11 @@ over the attention mask, L2 normalisation (the model's modules.json: Transformer
 checked against the torch model before it is kept (cosine >= 0.99999 fp32, >= 0.99 int8 on every
 sample text, each encoded alone as a query is); a file that fails is not written.
 
-The int8 copy quantizes the weight matrices only (per channel), not the feed-forward output
-projections, whose activations have outliers: quantizing them too lowered the worst query's cosine
-in trials, for some more speed (docs/architecture.md). One-word queries stay the weakest.
+The int8 copy is quantized from the optimized graph: every weight matrix per channel, the fused
+attention's too (QAttention), activations per call. It is for queries of INT8_MIN_TOKENS tokens or
+more (rag/models/onnx_encoder.py), the texts it is checked on; shorter ones lose most to it and
+go through fp32. Keeping the feed-forward output projections fp32 (as exports before format 3
+did) kept the worst cosine a little higher, at ~1.5x the CPU per query (docs/benchmarks.md).
 
 This needs torch, transformers and onnx; query time needs none of them (rag/models/onnx_encoder.py).
 """
@@ -20,7 +22,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -37,8 +38,6 @@ SAMPLES = [
 ]
 FP32_MIN_COSINE = 0.99999
 INT8_MIN_COSINE = 0.99
-# The feed-forward output projection of each layer (named by torch's exporter after the module path).
-_FFN_OUTPUT = re.compile(r"layer\.\d+/output/dense/MatMul$")
 
 
 def _torch_module(model_dir: Path):
@@ -102,17 +101,17 @@ def _quantize(source: Path, target: Path) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    ffn_out = [n.name for n in onnx.load(str(source)).graph.node if n.op_type == "MatMul" and _FFN_OUTPUT.search(n.name)]
-    if not ffn_out:
-        raise RuntimeError("the exported graph has no feed-forward output projections by the expected names")
     # The quantizer advises "pre-processing" (shape inference and graph optimization) on the root
     # logger; the graph was optimized above, so the advice is only noise in the install's output.
     advice = _Drop("Please consider to run pre-processing before quantization")
     logging.getLogger().addFilter(advice)
     try:
         quantize_dynamic(
-            str(source), str(target), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"],
-            nodes_to_exclude=ffn_out, extra_options={"MatMulConstBOnly": True},
+            str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
+            op_types_to_quantize=["MatMul", "Attention"],
+            # The fused nodes (Attention, SkipLayerNormalization, ...) are ONNX Runtime's, which shape
+            # inference does not type: their outputs are fp32.
+            extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
         )
     finally:
         logging.getLogger().removeFilter(advice)
@@ -136,12 +135,14 @@ def _reference(model_dir: Path) -> np.ndarray:
     return np.asarray(model.encode(SAMPLES, normalize_embeddings=True, convert_to_numpy=True), dtype=np.float32)
 
 
-def _check(path: Path, model_dir: Path, reference: np.ndarray, floor: float) -> float:
+def _check(path: Path, model_dir: Path, reference: np.ndarray, floor: float, min_tokens: int = 0) -> float:
+    """The worst cosine to the torch model over the samples of at least `min_tokens` tokens."""
     from rag.models.onnx_encoder import OnnxEncoder
 
     encoder = OnnxEncoder(path, model_dir / "tokenizer.json")
-    vectors = np.stack([encoder.encode([text])[0] for text in SAMPLES])  # one at a time, as queries are
-    worst = float(np.min(np.sum(vectors * reference, axis=1)))
+    kept = [i for i, text in enumerate(SAMPLES) if len(encoder.tokens(text).ids) >= min_tokens]
+    vectors = np.stack([encoder.encode([SAMPLES[i]])[0] for i in kept])  # one at a time, as queries are
+    worst = float(np.min(np.sum(vectors * reference[kept], axis=1)))
     if worst < floor:
         raise RuntimeError(f"{path.name}: cosine to the torch model {worst:.5f} is below {floor}")
     return worst
@@ -150,7 +151,7 @@ def _check(path: Path, model_dir: Path, reference: np.ndarray, floor: float) -> 
 def export(directory: Path, force: bool = False, int8: bool = True) -> dict[str, float]:
     """Write the fp32 (and int8) files into `directory`, each checked against the torch model;
     returns the worst sample cosine of each file written. Existing files are kept unless `force`."""
-    from rag.models.onnx_encoder import FP32_FILE, INT8_FILE, packaged_model_dir
+    from rag.models.onnx_encoder import FP32_FILE, INT8_FILE, INT8_MIN_TOKENS, packaged_model_dir
 
     model_dir = packaged_model_dir()
     directory.mkdir(parents=True, exist_ok=True)
@@ -165,11 +166,9 @@ def export(directory: Path, force: bool = False, int8: bool = True) -> dict[str,
         _optimize(exported, fp32, model_dir)
         worst[FP32_FILE] = _check(fp32, model_dir, reference, FP32_MIN_COSINE)
         if int8:
-            # From the graph as exported: quantized after the fusions, the fused attention stays
-            # fp32 and a query was slower.
             quantized = Path(scratch) / INT8_FILE
-            _quantize(exported, quantized)
-            worst[INT8_FILE] = _check(quantized, model_dir, reference, INT8_MIN_COSINE)
+            _quantize(fp32, quantized)
+            worst[INT8_FILE] = _check(quantized, model_dir, reference, INT8_MIN_COSINE, INT8_MIN_TOKENS)
             os.replace(quantized, directory / INT8_FILE)
         os.replace(fp32, directory / FP32_FILE)  # last: the fp32 file present means the export finished
     return worst

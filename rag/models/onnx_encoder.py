@@ -30,13 +30,20 @@ import numpy as np
 from rag.errors import Unavailable
 
 if TYPE_CHECKING:
+    from tokenizers import Encoding
+
     from rag.settings import EmbedSettings
 
 log = logging.getLogger(__name__)
 
 FP32_FILE = "model.onnx"
 INT8_FILE = "model-int8.onnx"
-EXPORT_FORMAT = 2  # bump when the exported graph changes: files of an older export are then not read
+EXPORT_FORMAT = 3  # bump when the exported graph changes: files of an older export are then not read
+# The int8 model is used for queries of at least this many tokens ([CLS] and [SEP] included). Its
+# error is largest where a vector is the mean of a few tokens: queries of 3-6 tokens fell to cosine
+# 0.980-0.988 to fp32, those of 7 or more stayed >= 0.99 (docs/benchmarks.md, issue 15 part 6); a
+# short query costs fp32 little (~3 ms for 6 tokens on one thread).
+INT8_MIN_TOKENS = 7
 _export_lock = threading.Lock()
 
 
@@ -102,8 +109,15 @@ class OnnxEncoder:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
+    def tokens(self, text: str) -> Encoding:
+        """The text as the model reads it (stripped, truncated): `run` takes a list of these."""
+        return self.tokenizer.encode(text.strip())
+
     def _run(self, texts: list[str]) -> np.ndarray:
-        encodings = self.tokenizer.encode_batch(texts)
+        return self.run(self.tokenizer.encode_batch(texts))
+
+    def run(self, encodings: Sequence[Encoding]) -> np.ndarray:
+        """Unit vectors of tokenised texts, in order (padded to the longest: one batch)."""
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
