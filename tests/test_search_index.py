@@ -216,6 +216,37 @@ def test_a_query_embedded_ahead_is_embedded_once_and_the_same() -> None:
     assert calls == ["annual leave", "annual leave"]  # once ahead, once for the plain query
 
 
+def test_a_fetch_chained_to_the_embedding_runs_on_its_thread_and_passes_failures_on() -> None:
+    """The vector lane's first fetch runs on the thread that computed the vector, right after it
+    (no thread woken to wait for it); once the vector is there, on another thread, never the
+    caller's; a failed embedding or fetch is the fetch's failure."""
+    import threading
+
+    from rag.retrieve.types import Query
+
+    release = threading.Event()
+
+    def embed(text: str) -> np.ndarray:
+        release.wait(10)
+        if text == "broken":
+            raise RuntimeError("model down")
+        return np.ones(4, dtype=np.float32)
+
+    def fetch(vector: np.ndarray) -> tuple[float, int]:
+        return float(vector.sum()), threading.get_ident()
+
+    query = Query("annual leave", embed)
+    query.embed_ahead()
+    chained = query.embed_ahead(fetch)
+    release.set()
+    total, thread = chained.result(10)
+    assert total == 4.0 and thread != threading.get_ident()
+    assert query.embed_ahead(fetch).result(10)[1] != threading.get_ident()  # vector known: still not here
+    assert Query("annual leave", embed).embed_ahead(lambda v: 1 / 0).exception(10).__class__ is ZeroDivisionError
+    with pytest.raises(RuntimeError, match="model down"):
+        Query("broken", embed).embed_ahead(fetch).result(10)
+
+
 def test_an_unknown_lane_is_refused_after_the_callers_access_is_checked(svc, admin):
     from rag.errors import PermissionDenied
     from rag.service import Principal

@@ -26,6 +26,17 @@ from rag.store.models import Chunk, DocumentVersion, Node
 
 log = logging.getLogger(__name__)
 
+# An excerpt's columns by chunk id. Columns, not ORM entities: building and tracking entities was most
+# of a hydration's cost; and one statement, made once (building it took a tenth of a hydration).
+_HYDRATE = (
+    select(Chunk.id, Chunk.kb_id, Chunk.heading_path, Chunk.text, Chunk.char_start, Chunk.char_end,
+           Chunk.page_start, DocumentVersion.number, Node.id.label("node_id"), Node.source_id, Node.name,
+           Node.source_label)
+    .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
+    .join(Node, Node.id == Chunk.node_id)
+    .where(Chunk.id.in_(bindparam("ids", expanding=True)))
+)
+
 
 class Retriever:
     def __init__(self, db: Database, embedder: Embedder, index: SearchIndex, settings: RetrieveSettings) -> None:
@@ -106,16 +117,9 @@ class Retriever:
     def _hydrate(self, session: Session, fused: Sequence[Fused]) -> list[Hit]:
         if not fused:
             return []
-        # Columns, not ORM entities: building and tracking entities was most of a hydration's cost.
-        stmt = (
-            select(Chunk.id, Chunk.kb_id, Chunk.heading_path, Chunk.text, Chunk.char_start, Chunk.char_end,
-                   Chunk.page_start, DocumentVersion.number, Node.id.label("node_id"), Node.source_id, Node.name,
-                   Node.source_label)
-            .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
-            .join(Node, Node.id == Chunk.node_id)
-            .where(Chunk.id.in_(bindparam("ids", expanding=True)))
-        )
-        rows = {row.id: row for row in session.execute(stmt, {"ids": [f.chunk_id for f in fused]})}
+        # On the session's connection: a read of committed rows, without the ORM's execution steps
+        # (a third of the statement's cost).
+        rows = {row.id: row for row in session.connection().execute(_HYDRATE, {"ids": [f.chunk_id for f in fused]})}
         hits: list[Hit] = []
         for f in fused:
             row = rows.get(f.chunk_id)

@@ -63,6 +63,29 @@ def run_ahead(fn: Callable[..., T], *args: object) -> Future[T]:
     return _ahead_pool.submit(fn, *args)
 
 
+def after(first: Future[T], then: Callable[[T], object]) -> Future:
+    """then(first's result), run by the thread that finishes `first` as soon as it does (no other
+    thread woken to wait for it), or on the ahead pool when `first` is already done. A failure of
+    either is the returned future's."""
+    out: Future = Future()
+    caller = threading.get_ident()
+
+    def finish(done: Future[T]) -> None:
+        try:
+            out.set_result(then(done.result()))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on `out`
+            out.set_exception(exc)
+
+    def step(done: Future[T]) -> None:
+        if threading.get_ident() == caller:  # `first` was done already: not on the caller's thread
+            run_ahead(finish, done)
+        else:
+            finish(done)
+
+    first.add_done_callback(step)
+    return out
+
+
 class Query:
     """One search's question. Its embedding is computed on first use and then kept, so that every
     lane that needs it (and, later, the answer stage) shares one model call, and a search that
@@ -105,8 +128,9 @@ class Query:
             self._pending = run_ahead(self._embed, self.text)
         if then is None:
             return None
-        known, pending = self._vector, self._pending
-        return run_ahead(lambda: then(known if known is not None else pending.result()))
+        if self._vector is not None:
+            return run_ahead(then, self._vector)
+        return after(self._pending, then)
 
     @property
     def embedded(self) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
-from sqlalchemy import func, insert, select
+from sqlalchemy import bindparam, func, insert, select
 
 from rag.errors import Unavailable
 from rag.ingest.chunk import Chunker, ChunkSpec
@@ -36,6 +36,12 @@ from rag.store.models import (
 )
 
 log = logging.getLogger(__name__)
+
+# The chunks as the lanes index them: all (a repair walks them), or these.
+_INDEXED_ROWS = select(
+    Chunk.id, Chunk.kb_id, Chunk.node_id, Chunk.text, Chunk.heading_path, Chunk.char_start, Chunk.char_end
+).order_by(Chunk.id)
+_INDEXED_ROWS_OF = _INDEXED_ROWS.where(Chunk.id.in_(bindparam("ids", expanding=True)))
 
 Progress = Callable[[int, int], None]  # (chunks done, chunks in all)
 
@@ -351,12 +357,11 @@ class Publisher:
     def indexed_rows(self, session, chunk_ids: Sequence[int] | None = None) -> Iterator[IndexRow]:
         """(chunk id, indexed text, knowledge base id, node id) of every chunk (or of these), as the
         lanes got them."""
-        stmt = select(
-            Chunk.id, Chunk.kb_id, Chunk.node_id, Chunk.text, Chunk.heading_path, Chunk.char_start, Chunk.char_end
-        ).order_by(Chunk.id)
-        if chunk_ids is not None:
-            stmt = stmt.where(Chunk.id.in_(list(chunk_ids)))
-        for row in session.execute(stmt).yield_per(2000):
+        if chunk_ids is None:
+            rows = session.execute(_INDEXED_ROWS).yield_per(2000)
+        else:  # a few (the bridge's one, a repair's batch): one statement, made once
+            rows = session.execute(_INDEXED_ROWS_OF, {"ids": list(chunk_ids)})
+        for row in rows:
             yield IndexRow(row.id, self._indexed_text(row), row.kb_id, row.node_id, heading_text(row.heading_path))
 
     def _indexed_text(self, row) -> str:
