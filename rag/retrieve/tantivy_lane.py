@@ -272,20 +272,32 @@ class TantivyKeywordLane:
 
     # ----- searching -----
 
-    def _query(self, terms: list[str], scope: Scope):
+    def _query(self, terms: list[str], scope: Scope, searcher):
         tantivy = self._tantivy
         # Each word is quoted, so no query text is ever read as query syntax; the parser applies
         # the index's own tokenizer and stemmer to it. The words are OR-ed, as BM25 expects.
         words = self.index.parse_query(" OR ".join('"' + t.replace('"', " ") + '"' for t in terms), ["text"])
         clauses = [(tantivy.Occur.Must, words)]
         # The scope filters are part of the query, so top-k fills with in-scope chunks; they add
-        # nothing to the score.
-        kbs = tantivy.Query.term_set_query(self.schema, "kb", list(scope.kb_ids))
-        clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(kbs, 0.0)))
+        # nothing to the score. A filter that keeps every chunk is left out: the words alone are
+        # an OR that tantivy ranks by its block-max scores, skipping what cannot reach the top k
+        # (4x faster at 100,000 chunks, the same hits); joined to a filter, every chunk holding a
+        # word is scored.
+        if not self._holds_only(searcher, scope.kb_ids):
+            kbs = tantivy.Query.term_set_query(self.schema, "kb", list(scope.kb_ids))
+            clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(kbs, 0.0)))
         if scope.node_ids is not None:
             nodes = tantivy.Query.term_set_query(self.schema, "node", sorted(scope.node_ids))
             clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(nodes, 0.0)))
-        return tantivy.Query.boolean_query(clauses)
+        return words if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
+
+    @staticmethod
+    def _holds_only(searcher, kb_ids: Sequence[str]) -> bool:
+        """Whether every chunk this searcher sees is of these knowledge bases. Read from the kb
+        field's term dictionary, which also keeps a knowledge base whose chunks were all deleted
+        until its segments merge: then the answer is no, and the filter stays."""
+        wanted = set(kb_ids)
+        return all(kb in wanted for kb, _ in searcher.terms_with_prefix("kb", ""))
 
     def doc_freq(self, session: Session, words: Sequence[str]) -> tuple[dict[str, int], int]:
         """(how many chunks hold each word, as the index reads it; how many chunks there are)."""
@@ -310,7 +322,7 @@ class TantivyKeywordLane:
 
     def _search(self, session: Session, terms: list[str], scope: Scope, k: int) -> list[LaneHit]:
         searcher = self.index.searcher()
-        compiled = self._query(terms, scope)
+        compiled = self._query(terms, scope, searcher)
 
         def fetch(n: int) -> list[LaneHit]:
             hits = searcher.search(compiled, n, count=False).hits
