@@ -290,3 +290,32 @@ def test_the_first_by_scores_is_the_first_of_the_ordering():
         ordered = score_fusion(fused, {"vector": 0.8, "text": 1.2}, method)
         first = first_by_scores(fused, {"vector": 0.8, "text": 1.2}, method)
         assert (first.chunk_id, first.score, first.lanes) == (ordered[0].chunk_id, ordered[0].score, ordered[0].lanes)
+
+
+def test_the_ranking_that_finishes_follows_sums_is_the_ranking_of_a_fresh_fusion(tmp_path):
+    """`rank` adds the bridge to the sums `follow` made for the other lanes: what it returns is
+    what fusing all the rankings at once returns, scores, ranks and order; the sums serve once."""
+    from rag.retrieve.fusion import reciprocal_rank_fusion, rrf_entries
+
+    with KnowledgeService(Settings(home=tmp_path / "sums")) as service:
+        service.ensure_workspace("default")
+        admin = Principal.local_admin("default")
+        root = service.knowledge_base(admin, "default").root_id
+        for title, body in BRIDGE_CORPUS:
+            service.publish_version(admin, service.create_document(admin, root, title, body).node_id, 1)
+        index, scope = service.index, service.scope(admin, "default")
+        with service.db.session() as session:
+            query = Query(BRIDGE_QUESTION, service.retriever.embedder.embed_query)
+            found = index.follow(session, query, scope, index.search(session, query, scope, 20), 20)
+            assert query.fused is not None and query.fused[0] is found
+            finished = index.rank(session, query, found, None)
+            assert query.fused is None
+            fresh = index.reranker.rerank(session, query, reciprocal_rank_fusion(found, index.weights, index.rrf_k),
+                                          len(finished))
+            assert finished == fresh and len(finished) > 10
+            assert index.rank(session, query, found, None) == fresh  # again: fused afresh, the same
+    # Lanes added in two steps sum to what one step gives.
+    lanes = {"a": [LaneHit(1, 0.9), LaneHit(2, 0.8)], "b": [LaneHit(2, 3.0), LaneHit(3, 2.0)], "c": [LaneHit(3, 1.0)]}
+    weights = {"a": 0.8, "b": 1.2, "c": 0.5}
+    split = rrf_entries({"c": lanes["c"]}, weights, 60, rrf_entries({k: lanes[k] for k in "ab"}, weights))
+    assert split == rrf_entries(lanes, weights)

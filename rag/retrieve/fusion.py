@@ -39,7 +39,14 @@ class Fused:
 def reciprocal_rank_fusion(
     lanes: Mapping[str, Sequence[LaneHit]], weights: Mapping[str, float], k: int = 60
 ) -> list[Fused]:
-    fused: dict[int, Fused] = {}
+    return rrf_order(rrf_entries(lanes, weights, k))
+
+
+def rrf_entries(lanes: Mapping[str, Sequence[LaneHit]], weights: Mapping[str, float], k: int = 60,
+                entries: dict[int, Fused] | None = None) -> dict[int, Fused]:
+    """RRF's sums by chunk id, these lanes added (in order) to `entries` (changed in place) or to
+    new ones: fusing lanes A and B, then adding C, gives what fusing A, B, C at once does."""
+    fused: dict[int, Fused] = {} if entries is None else entries
     for lane, hits in lanes.items():
         weight = weights.get(lane, 1.0)
         for rank, hit in enumerate(hits, start=1):
@@ -53,8 +60,12 @@ def reciprocal_rank_fusion(
             entry.score += weight / (k + rank)
             entry.lanes[lane] = rank
             entry.lane_scores[lane] = hit.score
+    return fused
+
+
+def rrf_order(entries: Mapping[int, Fused]) -> list[Fused]:
     # Ties keep the order of the best single-lane rank, then the chunk id, so results are stable.
-    return sorted(fused.values(), key=_tie_order(lambda f: f.score))
+    return sorted(entries.values(), key=_tie_order(lambda f: f.score))
 
 
 # ----- score fusion -----

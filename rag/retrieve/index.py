@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from rag.errors import InvalidArgument, Unavailable
 from rag.models.embed import Embedder
-from rag.retrieve.fusion import Fused, reciprocal_rank_fusion
+from rag.retrieve.fusion import Fused, reciprocal_rank_fusion, rrf_entries, rrf_order
 from rag.retrieve.lanes import ChunkRef, ChunkSource, Lane, NoReranker, Reranker
 from rag.retrieve.types import IndexRow, LaneHit, Query, Scope
 from rag.settings import Settings
@@ -104,7 +104,7 @@ class SearchIndex:
         here, this one guesses the bridge's search (`_guess`): with other searches running, both
         cores already have work, and a wrong guess would only take time from them."""
         chosen = self._chosen(lanes)
-        query.ahead, query.guess = {}, None  # what an earlier search with this query left
+        query.ahead, query.guess, query.fused = {}, None, None  # what an earlier search with this query left
         if not scope.empty and self._mixed(chosen):
             for lane in chosen:
                 ahead = getattr(lane, "ahead", None) if lane.uses_vectors else None
@@ -174,7 +174,8 @@ class SearchIndex:
         found = {name: list(hits) for name, hits in found.items()}
         if self.bridge is None or not any(found.values()) or self.source is None:
             return found
-        first = self.rank(session, query, found, 1)
+        entries = rrf_entries(found, self.weights, self.rrf_k)
+        first = self.reranker.rerank(session, query, rrf_order(entries), 1)[:1]
         if first:
             chunk_id = first[0].chunk_id
             guess = query.guess
@@ -182,16 +183,29 @@ class SearchIndex:
                 session, chunk_id, scope, depth)
             if hits is not None:
                 found[BRIDGE] = hits
+        # `rank` adds the bridge to these sums rather than fusing the lanes again.
+        query.fused = (found, tuple(name for name in found if name != BRIDGE), entries)
         return found
 
     def fuse(self, found: Mapping[str, Sequence[LaneHit]]) -> list[Fused]:
         """Reciprocal rank fusion with the weights by lane name."""
         return reciprocal_rank_fusion(found, self.weights, self.rrf_k)
 
+    def _fuse_following(self, query: Query, found: Mapping[str, Sequence[LaneHit]]) -> list[Fused]:
+        """`fuse(found)`; when `found` is what `follow` returned for this query, from the sums it
+        made before adding the bridge (used once: they change in place)."""
+        made, query.fused = query.fused, None
+        if made is not None and made[0] is found:
+            names, (_, fused_names, entries) = list(found), made
+            rest = names[len(fused_names):]
+            if tuple(names[:len(fused_names)]) == fused_names and all(name == BRIDGE for name in rest):
+                return rrf_order(rrf_entries({name: found[name] for name in rest}, self.weights, self.rrf_k, entries))
+        return self.fuse(found)
+
     def rank(self, session: Session, query: Query, found: Mapping[str, Sequence[LaneHit]],
              k: int | None) -> list[Fused]:
         """The best k (every candidate for None): the lanes' rankings fused, then reranked."""
-        fused = self.fuse(found)
+        fused = self._fuse_following(query, found)
         k = len(fused) if k is None else k
         return self.reranker.rerank(session, query, fused, k)[:k]
 

@@ -105,6 +105,9 @@ class Query:
         self.ahead: dict[str, Future] = {}  # lane name -> its first fetch, running on another thread
         # (chunk id, scope, depth, the bridge's hits for them; None: no such chunk)
         self.guess: tuple[int, Scope, int, list[LaneHit] | None] | None = None
+        # What `follow` fused before adding the bridge: (the rankings it returned, the lanes fused,
+        # their sums by chunk id), for `rank` to finish.
+        self.fused: tuple[dict, tuple[str, ...], dict] | None = None
 
     @property
     def vector(self) -> np.ndarray:
