@@ -2,7 +2,7 @@
 callers, document throughput, and agreement with the torch model, on SciFact text.
 
 For each runtime (torch fp32 through sentence-transformers; ONNX Runtime fp32; ONNX with int8
-queries), on the same machine in turn:
+queries, an answer's and a search's: `embed_query`, `embed_search_query`), on the same machine in turn:
 
 - query p50/p95: `embed_query` of N SciFact queries, one at a time, after a warm-up;
 - queries/s with C threads calling `embed_query` at once (the server's case);
@@ -40,8 +40,18 @@ from benchmarks.fixture100k import DATASETS, read_jsonl
 RUNTIMES = {
     "torch fp32": {"backend": "torch"},
     "onnx fp32": {"backend": "onnx", "int8_queries": False, "threads": 1},
-    "onnx, int8 queries": {"backend": "onnx", "int8_queries": True, "threads": 1},
+    "onnx, int8 queries (answers)": {"backend": "onnx", "int8_queries": True, "threads": 1},
+    "onnx, int8 search queries": {"backend": "onnx", "int8_queries": True, "threads": 1, "search": True},
 }
+
+
+def runtime(config: dict[str, Any]) -> tuple[Any, Any]:
+    """(the embedder of a runtime, its query call: a search's or an answer's)."""
+    from rag.models.embed import local_embedder
+    from rag.settings import EmbedSettings
+
+    embedder = local_embedder(64, EmbedSettings(**{k: v for k, v in config.items() if k != "search"}))
+    return embedder, embedder.embed_search_query if config.get("search") else embedder.embed_query
 
 
 def texts(n_queries: int, n_docs: int) -> tuple[list[str], list[str]]:
@@ -50,7 +60,7 @@ def texts(n_queries: int, n_docs: int) -> tuple[list[str], list[str]]:
     return queries, docs
 
 
-def concurrent_rate(embedder: Any, queries: list[str], clients: int) -> float:
+def concurrent_rate(embed_query: Any, queries: list[str], clients: int) -> float:
     """Queries/s with `clients` threads sharing the query list."""
     position = iter(range(len(queries)))
     lock = threading.Lock()
@@ -61,7 +71,7 @@ def concurrent_rate(embedder: Any, queries: list[str], clients: int) -> float:
                 i = next(position, None)
             if i is None:
                 return
-            embedder.embed_query(queries[i])
+            embed_query(queries[i])
 
     threads = [threading.Thread(target=work) for _ in range(clients)]
     started = time.perf_counter()
@@ -73,17 +83,14 @@ def concurrent_rate(embedder: Any, queries: list[str], clients: int) -> float:
 
 
 def measure(name: str, config: dict[str, Any], queries: list[str], docs: list[str], clients: int) -> dict[str, Any]:
-    from rag.models.embed import local_embedder
-    from rag.settings import EmbedSettings
-
-    embedder = local_embedder(64, EmbedSettings(**config))
+    embedder, embed_query = runtime(config)
     for q in queries[:10]:
-        embedder.embed_query(q)
+        embed_query(q)
     embedder.embed(docs[:8])
     wall, cpu, vectors = [], [], []
     for q in queries:
         w, c = time.perf_counter(), time.thread_time()
-        vectors.append(embedder.embed_query(q))
+        vectors.append(embed_query(q))
         cpu.append(time.thread_time() - c)
         wall.append(time.perf_counter() - w)
     started = time.perf_counter()
@@ -92,7 +99,7 @@ def measure(name: str, config: dict[str, Any], queries: list[str], docs: list[st
     return {
         "runtime": name, "query_p50_ms": 1000 * float(np.percentile(wall, 50)),
         "query_p95_ms": 1000 * float(np.percentile(wall, 95)), "query_cpu_p50_ms": 1000 * float(np.percentile(cpu, 50)),
-        "concurrent_qps": concurrent_rate(embedder, queries, clients), "docs_per_s": len(docs) / docs_s,
+        "concurrent_qps": concurrent_rate(embed_query, queries, clients), "docs_per_s": len(docs) / docs_s,
         "_queries": np.stack(vectors), "_docs": doc_vectors,
     }
 
@@ -124,10 +131,10 @@ def dense_ndcg(n_docs: int) -> list[dict[str, Any]]:
         np.save(cached, doc_vectors)
     rows = []
     for name, config in RUNTIMES.items():
-        embedder = local_embedder(64, EmbedSettings(**config))
+        _, embed_query = runtime(config)
         run = {}
         for qid, text in data.queries.items():
-            scores = doc_vectors @ embedder.embed_query(text)
+            scores = doc_vectors @ embed_query(text)
             run[qid] = [ids[i] for i in np.argsort(-scores)[:100]]
         rows.append({"runtime": name, "ndcg@10": mean_ndcg(run, data.qrels), "recall@100": mean_recall(run, data.qrels),
                      "queries": len(run), "documents": len(corpus)})

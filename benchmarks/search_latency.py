@@ -7,8 +7,8 @@ that all variants meet the same stretches of a machine whose speed moves), varia
 
 - ours: ``svc.search`` (scope, query embedding, both lanes, fusion, hydration, activity record)
 - vector lane / keyword lane: ``svc.retriever.retrieve(q, scope, 10, lanes=(...))``
-- query embedding: ``embedder.embed_query`` alone (the configured backend, ONNX int8 by default),
-  and the torch model's beside it
+- query embedding: ``embedder.embed_search_query`` alone (the configured backend: by default ONNX,
+  the int8 model quantized throughout, as a search embeds), and the torch model's beside it
 - llamaindex: ``VectorStoreIndex`` over ``ChromaVectorStore``, ``as_retriever(similarity_top_k=10)``,
   fed the same chunk texts (the lanes' indexed text) and the same cached vectors, so nothing is
   re-embedded; the query goes through the torch model (sentence-transformers, as LlamaIndex's
@@ -35,7 +35,7 @@ import numpy as np
 from benchmarks import write_json
 from rag.retrieve.published import published_ids
 from benchmarks.fixture100k import DATASETS, build_100k, build_scifact, chunk_count, open_service, read_jsonl
-from rag.models.embed import local_embedder
+from rag.models.embed import embed_search_query, local_embedder
 from rag.settings import EmbedSettings
 
 TARGET_P50_MS = 50.0  # the first search issue's target
@@ -129,7 +129,9 @@ def llama_retriever(home: Path, svc: Any, rebuild: bool = False, query_embedder:
 def backend_label(embed: EmbedSettings) -> str:
     if embed.backend == "torch":
         return "torch fp32"
-    return "onnx, int8 queries" if embed.int8_queries else "onnx fp32"
+    if not embed.int8_queries:
+        return "onnx fp32"
+    return "onnx, int8 search queries (quantized throughout)" if embed.int8_search_all else "onnx, int8 queries"
 
 
 # ----- timing -----
@@ -198,9 +200,9 @@ def measure(scale: str, n: int, warmup_n: int, rebuild: bool, profile: bool, eng
         result["load_before"] = load_snapshot()
         variants: dict[str, Callable[[str], object]] = {
             "ours (svc.search)": lambda q: svc.search(p, q, limit=10),
-            "vector lane": lambda q: retriever.retrieve(q, scope, 10, lanes=("vector",)),
+            "vector lane": lambda q: retriever.retrieve(retriever.query(q, search=True), scope, 10, lanes=("vector",)),
             "keyword lane": lambda q: retriever.retrieve(q, scope, 10, lanes=("text",)),
-            "query embedding": lambda q: svc.embedder.embed_query(q),
+            "query embedding": lambda q: embed_search_query(svc.embedder, q),
             "query embedding, torch (LlamaIndex's)": lambda q: torch_model.embed_query(q),
             "llamaindex retriever": lambda q: llama.retrieve(q),
         }

@@ -35,7 +35,7 @@ from evals.beir import BeirDataset, load_beir
 from evals.pages import PagesDataset
 from evals.qa import QADataset, load_qa_as_beir
 from evals.metrics import evaluate
-from rag.models.embed import Embedder
+from rag.models.embed import Embedder, embed_search_query
 from rag.retrieve.types import Hit, LaneHit, Scope
 from rag.service import KnowledgeService, Principal
 from rag.service.ingest import IngestProgress, IngestReport
@@ -90,6 +90,7 @@ class QueryMemo:
         self.inner = inner
         self.name = inner.name
         self.embed_query = lru_cache(maxsize=4096)(inner.embed_query)
+        self.embed_search_query = lru_cache(maxsize=4096)(lambda text: embed_search_query(inner, text))
 
     @property
     def dim(self) -> int:
@@ -116,13 +117,15 @@ class Bench:
         return list(self.service.index.lanes)
 
     def retrieve(self, query: str, lanes: Sequence[str] | None, depth: int = DEPTH) -> list[Hit]:
-        return self.service.retriever.retrieve(query, self.scope, k=depth, lanes=lanes, depth=depth)
+        """A search's ranking (the search encoder's query vector, as search_knowledge ranks)."""
+        retriever = self.service.retriever
+        return retriever.retrieve(retriever.query(query, search=True), self.scope, k=depth, lanes=lanes, depth=depth)
 
     def lane_rankings(self, query: str, depth: int = DEPTH) -> tuple[dict[str, list[LaneHit]], dict[int, str]]:
         """Each lane's own chunk ranking (for re-fusion), and the corpus id of every chunk in them."""
         retriever = self.service.retriever
         with retriever.db.session() as session:
-            lanes = retriever.lane_hits(session, query, self.scope, depth)
+            lanes = retriever.lane_hits(session, retriever.query(query, search=True), self.scope, depth)
             ids = sorted({h.chunk_id for hits in lanes.values() for h in hits})
             rows = session.execute(
                 select(Chunk.id, Node.source_id, Node.id).join(Node, Node.id == Chunk.node_id).where(Chunk.id.in_(ids))

@@ -55,8 +55,16 @@ class EmbedSettings(BaseModel):
     )
     int8_queries: bool = Field(
         True,
-        description="ONNX: queries through the dynamic int8 model (about 1.6x less CPU per query than fp32, cosine "
+        description="ONNX: queries through a dynamic int8 model (about 1.6x less CPU per query than fp32, cosine "
         ">= 0.99 to it); documents always get fp32 vectors, so the cache and the vector index never mix the two.",
+    )
+    int8_search_all: bool = Field(
+        True,
+        description="ONNX with int8 queries: a search's queries (search_knowledge, /v1/search, `rag search`) through "
+        "the int8 model quantized throughout, about 0.66x the CPU of the one an answer's question goes through, "
+        "which keeps the feed-forward outputs fp32: an answer picks sentences by their similarity to the question, "
+        "and the cheaper model's vectors changed some of those picks (docs/benchmarks.md). Queries under 7 tokens "
+        "take the answers' model, where the cheaper one loses most.",
     )
     threads: int = Field(
         0, ge=0, le=256,

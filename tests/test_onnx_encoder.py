@@ -1,9 +1,10 @@
 """The ONNX Runtime encoder against the torch model it was exported from, on real SciFact text.
 
 fp32 vectors agree with sentence-transformers' to cosine >= 0.999 (they share the embedding cache
-and the vector index), int8 query vectors to >= 0.99 (queries of INT8_MIN_TOKENS tokens or more;
-shorter ones get fp32 vectors). The retrieval check (SciFact nDCG@10 within 0.005 of torch) is an
-eval run, docs/benchmarks.md: too slow for a test on two cores.
+and the vector index), int8 query vectors to >= 0.99: an answer's, and a search's through the model
+quantized throughout (queries of SEARCH_MIN_TOKENS tokens or more; shorter ones take the answers'
+model). The retrieval check (SciFact nDCG@10 within 0.005 of torch) is an eval run,
+docs/benchmarks.md: too slow for a test on two cores.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 
 from rag.errors import Unavailable
 from rag.models.embed import CachedEmbedder, Turns, local_embedder
-from rag.models.onnx_encoder import FP32_FILE, INT8_FILE, INT8_MIN_TOKENS, onnx_dir
+from rag.models.onnx_encoder import FP32_FILE, INT8_FILE, SEARCH_FILE, SEARCH_MIN_TOKENS, onnx_dir
 from rag.settings import EmbedSettings, Settings
 
 from .conftest import SHARED
@@ -65,21 +66,25 @@ def test_query_vectors_fp32_and_int8_match_the_torch_model(embedders) -> None:
     reference = np.stack([torch.embed_query(q) for q in queries])
     fp32 = np.stack([onnx_fp32.embed_query(q) for q in queries])
     int8 = np.stack([onnx_int8.embed_query(q) for q in queries])
+    search = np.stack([onnx_int8.embed_search_query(q) for q in queries])
     assert _cosines(fp32, reference).min() >= 0.999
-    assert _cosines(int8, reference).min() >= 0.99
-    assert _cosines(int8, reference).min() < 0.9999  # it is the int8 model, not the fp32 one again
+    for vectors in (int8, search):
+        assert 0.99 <= _cosines(vectors, reference).min() < 0.9999  # int8, not the fp32 model again
+    assert not np.array_equal(int8, search)
+    assert np.array_equal(onnx_fp32.embed_search_query(queries[0]), fp32[0])  # no int8: fp32 for both
 
 
-def test_short_queries_get_fp32_vectors_and_longer_ones_int8(embedders) -> None:
-    """int8 loses most on a query of a few tokens, so those go through fp32: their vectors are
-    fp32's exactly, a longer query's are not (and still within 0.99)."""
-    onnx_int8, onnx_fp32, _ = embedders
-    encoder = onnx_int8._onnx(True, 1)
+def test_a_search_query_takes_the_cheaper_model_unless_it_is_short(embedders) -> None:
+    """The model quantized throughout loses most on a query of a few tokens: those take the
+    answers' int8 model, whose vectors a short search query gets exactly; a longer one does not."""
+    onnx_int8, _, _ = embedders
+    encoder = onnx_int8._onnx(SEARCH_FILE, 1)
     short, longer = "vpn setup", "How many days of annual leave do new employees get?"
-    assert len(encoder.tokens(short).ids) < INT8_MIN_TOKENS <= len(encoder.tokens(longer).ids)
-    np.testing.assert_array_equal(onnx_int8.embed_query(short), onnx_fp32.embed_query(short))
-    cosine = float(onnx_int8.embed_query(longer) @ onnx_fp32.embed_query(longer))
-    assert 0.99 <= cosine < 0.9999
+    assert len(encoder.tokens(short).ids) < SEARCH_MIN_TOKENS <= len(encoder.tokens(longer).ids)
+    np.testing.assert_array_equal(onnx_int8.embed_search_query(short), onnx_int8.embed_query(short))
+    cheaper, answers = onnx_int8.embed_search_query(longer), onnx_int8.embed_query(longer)
+    assert 0.99 <= float(cheaper @ answers) < 0.9999
+    np.testing.assert_array_equal(cheaper, encoder.encode([longer])[0])
 
 
 def test_both_runtimes_share_the_cache_key_and_the_cache(embedders, tmp_path: Path) -> None:
@@ -153,7 +158,7 @@ def test_a_missing_export_is_made_on_first_use(tmp_path: Path, embedders) -> Non
     settings = EmbedSettings(onnx_dir=tmp_path / "fresh")
     embedder = local_embedder(64, settings)
     vector = embedder.embed_query("how many days of leave")
-    assert (onnx_dir(settings) / FP32_FILE).exists() and (onnx_dir(settings) / INT8_FILE).exists()
+    assert all((onnx_dir(settings) / name).exists() for name in (FP32_FILE, INT8_FILE, SEARCH_FILE))
     assert not [p for p in onnx_dir(settings).iterdir() if p.is_dir()]  # no scratch left behind
     np.testing.assert_allclose(vector, embedders[0].embed_query("how many days of leave"), atol=1e-6)
 

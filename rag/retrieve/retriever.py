@@ -15,7 +15,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from rag.errors import InvalidArgument
-from rag.models.embed import Embedder
+from rag.models.embed import Embedder, embed_search_query
 from rag.retrieve.fusion import Fused, diversify
 from rag.retrieve.index import BRIDGE, SearchIndex
 from rag.retrieve.published import remember_statuses
@@ -45,17 +45,21 @@ class Retriever:
         self.index = index
         self.settings = settings
 
-    def query(self, query: str | Query) -> Query:
-        """A `Query` whose vector this retriever's embedder computes on first use."""
+    def query(self, query: str | Query, search: bool = False) -> Query:
+        """A `Query` whose vector this retriever's embedder computes on first use; `search`: a
+        query whose vector only ranks chunks (no answer reads it), for the embedder's cheaper
+        encoder (`embed_search_query`)."""
         if isinstance(query, Query):
             return query
+        if search:
+            return Query(query, lambda text: embed_search_query(self.embedder, text))
         return Query(query, lambda text: self.embedder.embed_query(text))
 
-    def start(self, query: str | Query, lanes: Sequence[str] | None = None) -> Query:
+    def start(self, query: str | Query, lanes: Sequence[str] | None = None, search: bool = False) -> Query:
         """The `Query` of a search about to be made with these lanes, its vector already being
         computed on another thread when that search would do so anyway: a caller that has other
         work before the search (reading the caller's scope) overlaps the two."""
-        query = self.query(query)
+        query = self.query(query, search)
         try:
             ahead = self.index.embeds_ahead(lanes)
         except InvalidArgument:

@@ -118,7 +118,7 @@ class KnowledgeBaseSearches:
             if not kbs:
                 raise NotFound("knowledge base not found")
         retriever = self.engines.retriever
-        asked = retriever.query(query)  # embedded once, whatever the number of knowledge bases
+        asked = retriever.query(query, search=True)  # embedded once, whatever the number of knowledge bases
         for kb in kbs:
             try:
                 result.hits += self.access.shown_hits(

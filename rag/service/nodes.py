@@ -61,7 +61,8 @@ class NodeReads:
         self.access.reader(principal)
         query = check_query(query)
         limit = int_arg(limit, "limit", 1, DOCUMENTS_LIMIT_MAX, default=DOCUMENTS_LIMIT_DEFAULT)
-        hits = self.engines.retriever.retrieve(query, self.access.scope(principal), limit)
+        retriever = self.engines.retriever
+        hits = retriever.retrieve(retriever.query(query, search=True), self.access.scope(principal), limit)
         chars = self.settings.retrieve.excerpt_chars
         return [
             DocumentHit(h.node_id, h.title, h.kb_id, h.version, round(h.score, 6), list(h.retrievers),

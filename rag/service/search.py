@@ -67,7 +67,7 @@ class Search:
             raise InvalidArgument("`limit` must be at least 1")
         retriever = self.engines.retriever
         chosen = None if lanes is None else tuple(lanes)
-        question = retriever.start(query, chosen)  # the model runs while the scope is read
+        question = retriever.start(query, chosen, search=True)  # the model runs while the scope is read
         scope = self.access.scope(principal, kb_name)
         hits = retriever.retrieve(question, scope, limit, lanes=chosen, diverse=True)
         return SearchResult(query=query, hits=self.access.shown_hits(principal, hits))
