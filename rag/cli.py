@@ -64,18 +64,18 @@ def _settings() -> Settings:
 
 @contextmanager
 def service(writer: bool, serving: bool = False, defer_start: bool = False,
-            embeds_query: str | None = None) -> Iterator[KnowledgeService]:
+            embeds_query: str | None = None, query: str | None = None) -> Iterator[KnowledgeService]:
     """Open the service; map errors once: a clear message and an exit code, tracebacks to the log.
     `serving`: a long-running server, which also takes over other workers' abandoned publishes;
     `defer_start`: see KnowledgeService. `embeds_query` ("search" or "ask"): the command embeds a
-    query, so that query encoder is loaded in the background while the service opens
-    (rag.models.embed.warm_query_encoder)."""
+    query (`query`, when known), so that query encoder is loaded in the background while the
+    service opens (rag.models.embed.warm_query_encoder)."""
     settings = _settings()
     log_path = configure(settings.home)
     if embeds_query:
         from rag.models.embed import warm_query_encoder
 
-        warm_query_encoder(settings, search=embeds_query == "search")
+        warm_query_encoder(settings, search=embeds_query == "search", query=query)
     from rag.service import KnowledgeService
 
     try:
@@ -122,7 +122,9 @@ def run(operation: str, writer: bool, progress=None, stream=None, **arguments) -
     extra = {"progress": progress} if progress is not None else {}
     if stream is not None:
         extra["stream"] = stream
-    with service(writer=writer, embeds_query=operation if operation in ("search", "ask") else None) as svc:
+    embeds = operation in ("search", "ask")
+    query = arguments.get("query") if embeds and isinstance(arguments.get("query"), str) else None
+    with service(writer=writer, embeds_query=operation if embeds else None, query=query) as svc:
         yield from OPERATIONS[operation](svc, **arguments, **extra)
 
 

@@ -179,3 +179,19 @@ def test_queries_and_an_answers_sentences_need_no_torch() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
+
+
+def test_a_one_shot_command_warms_the_encoder_its_query_will_take(tmp_path: Path) -> None:
+    """`rag search Q` / `rag ask Q` load the query's encoder while the store opens: a search's
+    long query the cheaper file, a short one (and an answer's question) the answers' file."""
+    from rag.models.embed import warm_query_encoder
+
+    cases = [(True, "How many days of annual leave do new employees get?", SEARCH_FILE),
+             (True, "vpn setup", INT8_FILE), (False, "How many days of annual leave do new employees get?", INT8_FILE)]
+    for threads, (search, query, expected) in enumerate(cases, start=3):  # a fresh embedder each
+        settings = Settings(home=tmp_path / f"h{threads}", embed=EmbedSettings(threads=threads))
+        warm_query_encoder(settings, search=search, query=query)
+        for thread in [t for t in threading.enumerate() if t.name == "warm-query-encoder"]:
+            thread.join(60)
+        embedder = local_embedder(settings.index.embed_batch_size, settings.embed)
+        assert list(embedder._encoders) == [(expected, 1)]

@@ -34,6 +34,7 @@ from rag.models.onnx_encoder import (
     SEARCH_MIN_TOKENS,
     OnnxEncoder,
     encoder_file,
+    load_tokenizer,
     max_seq_length,
 )
 from rag.settings import LOCAL_EMBED_MODEL, EmbedSettings, Settings
@@ -232,25 +233,27 @@ class LocalEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
     def _encode_query(self, text: str, search: bool = False) -> np.ndarray:
-        """One query on one thread. ONNX with int8 queries: an answer's question through INT8_FILE;
-        a search's query through SEARCH_FILE unless it is short (SEARCH_MIN_TOKENS), where that
-        model loses most and the other costs little."""
+        """One query on one thread, through the ONNX file `query_file` picks for it."""
         if not self.onnx:
             return self._encode([text])[0]
-        name = self.query_file(search)
-        if name == SEARCH_FILE:
-            fast = self._onnx(SEARCH_FILE, 1)
-            tokens = fast.tokens(text)
-            if len(tokens.ids) >= SEARCH_MIN_TOKENS:
-                return fast.run([tokens])[0]
-            name = INT8_FILE
-        return self._onnx(name, 1).encode([text])[0]
+        tokens = self.tokenizer.encode(text.strip())
+        return self._onnx(self.query_file(search, len(tokens.ids)), 1).run([tokens])[0]
 
-    def query_file(self, search: bool) -> str:
-        """The ONNX file of a search's query (`search`) or an answer's question."""
+    @cached_property
+    def tokenizer(self):
+        """The model's tokenizer, which every ONNX file reads its input through."""
+        return load_tokenizer(self.path / "tokenizer.json", max_seq_length(self.path))
+
+    def query_file(self, search: bool, tokens: int | None = None) -> str:
+        """The ONNX file of a query of `tokens` tokens (None: not known yet). With int8 queries:
+        an answer's question through INT8_FILE; a search's query (`search`) through SEARCH_FILE
+        unless it is short (SEARCH_MIN_TOKENS), where that model loses most and the other costs
+        little."""
         if not self.settings.int8_queries:
             return FP32_FILE
-        return SEARCH_FILE if search and self.settings.int8_search_all else INT8_FILE
+        if search and self.settings.int8_search_all and (tokens is None or tokens >= SEARCH_MIN_TOKENS):
+            return SEARCH_FILE
+        return INT8_FILE
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -428,12 +431,13 @@ def local_embedder(batch_size: int, settings: EmbedSettings | None = None) -> Lo
         return _local_models[key]
 
 
-def warm_query_encoder(settings: Settings, search: bool = False) -> None:
+def warm_query_encoder(settings: Settings, search: bool = False, query: str | None = None) -> None:
     """Load the local model's query encoder in a background thread, so that a one-shot command
     (`rag search`, `rag ask`) opens its store meanwhile: ONNX Runtime builds the session in native
     code on the other core. The first query then waits for it (LocalEmbedder._onnx's lock) rather
     than loading it; a failure here is left to that first use to report. `search`: the encoder
-    of a search's queries (LocalEmbedder.embed_search_query), else an answer's."""
+    of a search's queries (LocalEmbedder.embed_search_query), else an answer's; `query`: the
+    query, when known (a short one takes another file)."""
     if settings.embed_model != LOCAL_EMBED_MODEL or settings.embed.backend != "onnx":
         return
     # The packages the thread needs are imported here, before it starts: two threads importing at
@@ -446,7 +450,8 @@ def warm_query_encoder(settings: Settings, search: bool = False) -> None:
     def load() -> None:
         try:
             embedder = local_embedder(settings.index.embed_batch_size, settings.embed)
-            embedder._onnx(embedder.query_file(search), 1)
+            tokens = None if query is None else len(embedder.tokenizer.encode(query.strip()).ids)
+            embedder._onnx(embedder.query_file(search, tokens), 1)
         except Exception:  # noqa: BLE001 - the first query loads it again and reports
             log.debug("loading the query encoder in the background failed", exc_info=True)
 

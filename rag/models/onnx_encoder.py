@@ -30,7 +30,7 @@ import numpy as np
 from rag.errors import Unavailable
 
 if TYPE_CHECKING:
-    from tokenizers import Encoding
+    from tokenizers import Encoding, Tokenizer
 
     from rag.settings import EmbedSettings
 
@@ -91,19 +91,25 @@ def max_seq_length(model_dir: Path) -> int:
     return int(json.loads((model_dir / "sentence_bert_config.json").read_text())["max_seq_length"])
 
 
+def load_tokenizer(path: Path, max_length: int = 256) -> Tokenizer:
+    """The model's tokenizer as sentence-transformers sets it (see the module's docstring)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.enable_truncation(max_length)
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest of the batch
+    return tokenizer
+
+
 class OnnxEncoder:
     """One ONNX file, its tokenizer, and a session of `threads` intra-op threads (0: ONNX Runtime's
     default, one per core)."""
 
     def __init__(self, path: Path, tokenizer_path: Path, threads: int = 1, max_length: int = 256) -> None:
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
         self.path = path
-        tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        tokenizer.enable_truncation(max_length)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest of the batch
-        self.tokenizer = tokenizer
+        self.tokenizer = load_tokenizer(tokenizer_path, max_length)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
