@@ -165,11 +165,11 @@ def _check(path: Path, model_dir: Path, reference: np.ndarray, floor: float, min
 def export(directory: Path, force: bool = False, int8: bool = True) -> dict[str, float]:
     """Write the fp32 (and int8) files into `directory`, each checked against the torch model;
     returns the worst sample cosine of each file written. Existing files are kept unless `force`."""
-    from rag.models.onnx_encoder import FP32_FILE, INT8_FILE, SEARCH_FILE, SEARCH_MIN_TOKENS, packaged_model_dir
+    from rag.models.onnx_encoder import FILES, FP32_FILE, INT8_FILE, SEARCH_FILE, SEARCH_MIN_TOKENS, packaged_model_dir
 
     model_dir = packaged_model_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    wanted = [FP32_FILE, INT8_FILE, SEARCH_FILE] if int8 else [FP32_FILE]
+    wanted = list(FILES) if int8 else [FP32_FILE]
     if not force and all((directory / name).exists() for name in wanted):
         return {}
     reference = _reference(model_dir)
