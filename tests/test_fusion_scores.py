@@ -193,15 +193,19 @@ BRIDGE_CORPUS = [
 BRIDGE_QUESTION = "What is the home state of the director of Quokka Dawn?"
 
 
+def _publish_bridge_corpus(service: KnowledgeService) -> Principal:
+    """BRIDGE_CORPUS published in the default knowledge base; returns its admin."""
+    service.ensure_workspace("default")
+    admin = Principal.local_admin("default")
+    root = service.knowledge_base(admin, "default").root_id
+    for title, body in BRIDGE_CORPUS:
+        service.publish_version(admin, service.create_document(admin, root, title, body).node_id, 1)
+    return admin
+
+
 def _bridge_search(tmp_path, name: str, retrieve: dict) -> list:
     with KnowledgeService(Settings(home=tmp_path / name, retrieve=retrieve)) as service:
-        service.ensure_workspace("default")
-        admin = Principal.local_admin("default")
-        root = service.knowledge_base(admin, "default").root_id
-        for title, body in BRIDGE_CORPUS:
-            doc = service.create_document(admin, root, title, body)
-            service.publish_version(admin, doc.node_id, 1)
-        return service.search(admin, BRIDGE_QUESTION, 3).hits
+        return service.search(_publish_bridge_corpus(service), BRIDGE_QUESTION, 3).hits
 
 
 def test_the_bridge_finds_the_document_the_first_result_names_by_its_title(tmp_path):
@@ -234,11 +238,7 @@ def test_the_bridge_guessed_while_the_vector_lane_waits_is_the_one_follow_would_
     from rag.retrieve.index import BRIDGE
 
     with KnowledgeService(Settings(home=tmp_path / "guess")) as service:
-        service.ensure_workspace("default")
-        admin = Principal.local_admin("default")
-        root = service.knowledge_base(admin, "default").root_id
-        for title, body in BRIDGE_CORPUS:
-            service.publish_version(admin, service.create_document(admin, root, title, body).node_id, 1)
+        admin = _publish_bridge_corpus(service)
         retriever, index, scope = service.retriever, service.index, service.scope(admin, "default")
         vector = retriever.embedder.embed_query(BRIDGE_QUESTION)
         vector_lane = index.lanes["vector"]
@@ -298,11 +298,7 @@ def test_the_ranking_that_finishes_follows_sums_is_the_ranking_of_a_fresh_fusion
     from rag.retrieve.fusion import reciprocal_rank_fusion, rrf_entries
 
     with KnowledgeService(Settings(home=tmp_path / "sums")) as service:
-        service.ensure_workspace("default")
-        admin = Principal.local_admin("default")
-        root = service.knowledge_base(admin, "default").root_id
-        for title, body in BRIDGE_CORPUS:
-            service.publish_version(admin, service.create_document(admin, root, title, body).node_id, 1)
+        admin = _publish_bridge_corpus(service)
         index, scope = service.index, service.scope(admin, "default")
         with service.db.session() as session:
             query = Query(BRIDGE_QUESTION, service.retriever.embedder.embed_query)
