@@ -4,6 +4,9 @@ python-docx (MIT) reads the document's XML; the package is a zip, so it is check
 trusting its headers: every member is decompressed in bounded steps, and a file that would
 expand past MAX_EXPANDED bytes (a decompression bomb) or holds too many members is refused
 before python-docx opens it.
+
+Text becomes Markdown escaped (rag/ingest/formats/markdown.py): a paragraph saying `<img …>` or
+`[x](javascript:…)` stays text in the body.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 
 from rag.ingest.formats import UnreadableFile
+from rag.ingest.formats.markdown import escape_block, escape_text
 from rag.ingest.formats.tables import cell, markdown_table
 from rag.ingest.parse import ParsedDocument, with_title
 
@@ -73,14 +77,12 @@ def _paragraph(paragraph: Paragraph) -> tuple[str, str]:
     style = (paragraph.style.name if paragraph.style is not None else "") or ""
     heading = _HEADING_STYLE.match(style)
     if heading:
-        return "heading", f"{'#' * min(6, int(heading.group(1)) + 1)} {text}"
+        return "heading", f"{'#' * min(6, int(heading.group(1)) + 1)} {escape_text(text)}"
     if style.lower() == "title":
         return "title", text
     level = _list_level(paragraph)
     if level is not None:
-        return "item", f"{'  ' * min(level, 5)}- {text}"
-    if text.startswith("#"):
-        text = "\\" + text
+        return "item", f"{'  ' * min(level, 5)}- {escape_text(text)}"
     return "text", text
 
 
@@ -124,7 +126,9 @@ def parse_docx(data: bytes, fallback_title: str) -> ParsedDocument:
             continue
         if kind == "title" or (not blocks and not title and kind == "text" and _title_like(text)):
             title = title or text
-            text = f"# {text}"
+            text = f"# {escape_text(text)}"
+        elif kind == "text":
+            text = escape_block(text)
         if kind == "item" and blocks and re.match(r"\s*- ", blocks[-1].rsplit("\n", 1)[-1]):
             blocks[-1] += "\n" + text  # one list, not a paragraph per item
         else:
@@ -133,4 +137,4 @@ def parse_docx(data: bytes, fallback_title: str) -> ParsedDocument:
     if not content.strip():
         raise UnreadableFile("a Word document with no text")
     title = title or fallback_title
-    return ParsedDocument(title=title, body=with_title(title, content))
+    return ParsedDocument(title=title, body=with_title(escape_text(title), content))
