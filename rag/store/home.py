@@ -65,7 +65,8 @@ def make_private(home: Path) -> int:
     if changed:
         message = (f"made RAG_HOME private: {changed} files and folders in {home} were readable by other "
                    "users; they are now the owner's alone (0700 folders, 0600 files)")
-        log.warning(message)
+        if log.hasHandlers():  # else logging's last resort would print it on stderr a second time
+            log.warning(message)
         sys.stderr.write(f"warning: {message}\n")
     return changed
 
