@@ -17,6 +17,7 @@ import typer
 from rag.commands import exit_code
 from rag.errors import STORAGE_FULL, RagError, is_storage_full
 from rag.logs import configure
+from rag.store.home import private_umask
 from rag.store.lock import announce_server, configured_home, running_server
 
 if TYPE_CHECKING:
@@ -27,6 +28,13 @@ if TYPE_CHECKING:
     from rag.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="A knowledge base that answers with citations.")
+
+
+@app.callback()
+def _private() -> None:
+    """Before every command: what it creates (in RAG_HOME, the embedding cache, exports) is the
+    user's alone (rag/store/home.py)."""
+    private_umask()
 
 
 @lru_cache(maxsize=None)
