@@ -9,6 +9,7 @@ import logging
 import re
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -137,6 +138,18 @@ def leaves(exc: BaseException):
             yield from leaves(inner)
     else:
         yield exc
+
+
+def test_openings_at_once_never_pass_the_cap(served):
+    """12 openings by one token at the same moment: each is admitted or refused (429) under the SDK's
+    creation lock, so afterwards at most CAP of the admitted ones answer."""
+    svc, url, _ = served
+    secret = token(svc)
+    with ThreadPoolExecutor(12) as pool:
+        replies = list(pool.map(lambda _: post(url, secret, HELLO), range(12)))
+    assert {reply.status_code for reply in replies} <= {200, 429}
+    admitted = [reply.headers["mcp-session-id"] for reply in replies if reply.status_code == 200]
+    assert admitted and sum(answers(url, secret, session) for session in admitted) <= CAP
 
 
 @asynccontextmanager
