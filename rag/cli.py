@@ -239,6 +239,7 @@ def serve(
     from rag.api import create_app
     from rag.api.access_log import log_config
     from rag.api.app import serving_process
+    from rag.origins import bind_warning
 
     if workers > 1 and _settings().embedded:
         _error(
@@ -250,6 +251,8 @@ def serve(
     # process is the CLI's clear message and exit code 3, not a traceback from uvicorn's start-up.
     with service(writer=True, serving=workers == 1) as svc:
         _first_run_token(svc)
+        if (warning := bind_warning(host, svc.settings.allowed_hosts)) is not None:
+            _error(warning, "warning")  # /mcp's Host check (rag/origins.py)
         if workers > 1:
             # This process migrated the schema, resumed interrupted publishes and reconciled the
             # lanes; each worker opens its own service on the same engines.
