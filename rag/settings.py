@@ -257,7 +257,7 @@ class HttpSettings(BaseModel):
     header_timeout_seconds: float = Field(
         10.0, gt=0, le=3600,
         description="A request's line and headers must all arrive within this many seconds of the connection "
-        "opening or of the previous response; otherwise the connection is closed (408 when part of a head came).",
+        "opening or of the head's first byte; otherwise the connection is closed (408 when part of a head came).",
     )
     body_timeout_seconds: float = Field(
         30.0, gt=0, le=3600,
@@ -271,8 +271,8 @@ class HttpSettings(BaseModel):
     )
     keep_alive_seconds: float = Field(
         5.0, gt=0, le=3600,
-        description="An idle connection between requests is closed after this many seconds (uvicorn's "
-        "timeout_keep_alive).",
+        description="A connection idle after a response is closed after this many seconds (uvicorn's "
+        "timeout_keep_alive); behind a proxy that keeps connections open longer, raise it above the proxy's.",
     )
     max_connections: int | None = Field(
         None, ge=1, le=1_000_000,

@@ -27,6 +27,7 @@ from .test_cli_server import wait_for_health
 
 HEAD_TIMEOUT = 2.0
 BODY_TIMEOUT = 3.0
+KEEP_ALIVE = 3.0
 CAP = 50
 MARGIN = 1.5  # event-loop and scheduling slack on a shared 2-core machine
 SECRET_WORD = "zanzibarslowloris"  # in a partial request target: it must reach no log
@@ -41,7 +42,8 @@ def server(tmp_path_factory):
     port = free_port()
     env = {**os.environ, "RAG_HOME": str(home), "RAG_HTTP__HEADER_TIMEOUT_SECONDS": str(HEAD_TIMEOUT),
            "RAG_HTTP__BODY_TIMEOUT_SECONDS": str(BODY_TIMEOUT), "RAG_HTTP__BODY_MIN_RATE_BYTES": "1000",
-           "RAG_HTTP__MAX_CONNECTIONS": str(CAP)}
+           "RAG_HTTP__MAX_CONNECTIONS": str(CAP),
+           "RAG_HTTP__KEEP_ALIVE_SECONDS": str(KEEP_ALIVE)}
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 
     def lower_soft_limit() -> None:
@@ -119,6 +121,18 @@ def test_a_partial_head_is_answered_408_and_closed_within_the_header_timeout(ser
     assert took is not None and took <= MARGIN and got == b""
     text = wait_for_log(server, r"closed the connection from 127\.0\.0\.1:\d+: no complete request head within 2 s")
     assert SECRET_WORD not in text
+
+
+def test_an_idle_keep_alive_connection_lasts_the_keep_alive_not_the_header_timeout(server):
+    sock = connect(server["port"])
+    request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    sock.sendall(request)
+    took, got = closed_by_server(sock, HEAD_TIMEOUT + 0.5)  # idle past the header timeout: still open
+    assert took is None and got.startswith(b"HTTP/1.1 200 ")
+    sock.sendall(request)
+    took, got = closed_by_server(sock, KEEP_ALIVE + MARGIN)
+    assert took is not None and KEEP_ALIVE - 0.5 <= took and got.startswith(b"HTTP/1.1 200 ")
+    assert got.count(b"HTTP/1.1 ") == 1  # closed without a 408
 
 
 def test_a_head_too_large_is_refused_with_431(server):

@@ -7,7 +7,8 @@ only once the headers are parsed. So 300 connections sending `GET / HTTP/1.1\\r\
 for good, and enough of them used up every file descriptor of the process. Here, per connection:
 
 - a request head (line and headers) must arrive within `header_timeout_seconds` of the connection
-  opening or of the previous response, and be at most MAX_HEAD_BYTES: else 408 (431) and close;
+  opening or of the head's first byte (between requests, uvicorn's keep-alive timeout closes an
+  idle connection), and be at most MAX_HEAD_BYTES: else 408 (431) and close;
 - a request body may take `body_timeout_seconds` plus one second per `body_min_rate_bytes`
   received; time the server spends not reading (flow control, a pending `100 Continue`) does not
   count: else 408 and close;
@@ -185,7 +186,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if self._admitted():
-            self._await_head()
+            self._await_head(deadline=True)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -199,6 +200,8 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         if self._phase == "head":
+            if self._timer is None and self._clients_turn() and not self.transport.is_closing():
+                self._arm(self._limits.header_timeout, self._head_expired)  # the next request has begun
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._refuse_head_size()
@@ -241,14 +244,14 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         super().on_message_complete()
         self._disarm()
         self._phase = "head"
-        if self.cycle is None or self.cycle.response_complete:  # answered before the body was all in
-            self._await_head()
+        if self._clients_turn():  # answered before the body was all in
+            self._await_head(deadline=True)
 
     def on_response_complete(self) -> None:
         pipelined = bool(self.pipeline)  # a request already received is served next: the server's turn
         super().on_response_complete()
         if self._phase == "head" and not pipelined and not self.transport.is_closing():
-            self._await_head()
+            self._await_head(deadline=False)  # uvicorn's keep-alive timer closes it if it stays idle
 
     # Deadlines
 
@@ -261,17 +264,24 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             self._timer.cancel()
             self._timer = None
 
-    def _await_head(self) -> None:
+    def _clients_turn(self) -> bool:
+        """No response of this connection is outstanding."""
+        return self.cycle is None or self.cycle.response_complete
+
+    def _await_head(self, deadline: bool) -> None:
+        """Waiting for a request head: evictable; with `deadline`, it must come within the header
+        timeout (else it runs from the head's first byte)."""
         self._head_bytes = 0
         self._waiting[self] = None
-        self._arm(self._limits.header_timeout, self._head_expired)
+        if deadline:
+            self._arm(self._limits.header_timeout, self._head_expired)
 
     def _head_expired(self) -> None:
         self._timer = None
         if self.transport.is_closing() or self._phase != "head":
             return
-        if self.cycle is not None and not self.cycle.response_complete:
-            return  # a response is outstanding: not the client's turn
+        if not self._clients_turn():
+            return  # a response is outstanding
         if self._head_bytes or self.cycle is None:  # silence after a response is an idle keep-alive
             _events.note("head", f"closed the connection from {self._address()}: no complete request head "
                          f"within {self._limits.header_timeout:g} s (RAG_HTTP__HEADER_TIMEOUT_SECONDS)")
