@@ -140,6 +140,15 @@ def test_a_head_too_large_is_refused_with_431(server):
     sock.sendall(b"GET /healthz HTTP/1.1\r\nX-a: " + b"a" * 100_000)
     took, got = closed_by_server(sock, HEAD_TIMEOUT)
     assert took is not None and got.startswith(b"HTTP/1.1 431 ")
+    # The bound is per head: 300 pipelined requests (75 KB of heads, in one read or a few) are all answered.
+    sock = connect(server["port"])
+    sock.sendall((b"GET /no-such-page HTTP/1.1\r\nHost: 127.0.0.1\r\nX-pad: " + b"p" * 200 + b"\r\n\r\n") * 300)
+    got, deadline = b"", time.monotonic() + 30
+    while got.count(b"HTTP/1.1 404 ") < 300:
+        assert time.monotonic() < deadline and select.select([sock], [], [], 1)[0], got.count(b"HTTP/1.1 404 ")
+        data = sock.recv(1 << 20)
+        assert data, f"closed after {got.count(b'HTTP/1.1 404 ')} answers"
+        got += data
 
 
 def test_a_trickling_body_is_cut_and_a_steady_one_is_not(server):

@@ -173,7 +173,8 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._limits = process_limits()
         self._timer: asyncio.TimerHandle | None = None
         self._phase = "head"
-        self._head_bytes = 0  # received for the head now awaited
+        self._head_bytes = 0  # received for the head now awaited (up to the read that completed the last)
+        self._heads = 0  # request heads parsed on this connection
         self._body_start = 0.0
         self._body_bytes = 0
         waiting = getattr(self.server_state, "rag_waiting", None)
@@ -199,15 +200,17 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         super().handle_websocket_upgrade()
 
     def data_received(self, data: bytes) -> None:
-        if self._phase == "head":
-            if self._timer is None and self._clients_turn() and not self.transport.is_closing():
-                self._arm(self._limits.header_timeout, self._head_expired)  # the next request has begun
-            self._head_bytes += len(data)
-            if self._head_bytes > MAX_HEAD_BYTES:
-                self._refuse_head_size()
-                return
+        in_head, heads = self._phase == "head", self._heads
+        if in_head and self._timer is None and self._clients_turn() and not self.transport.is_closing():
+            self._arm(self._limits.header_timeout, self._head_expired)  # the next request has begun
         super().data_received(data)
-        if self._phase == "body" and self._timer is None and not self.transport.is_closing():
+        if self.transport.is_closing():
+            return
+        if in_head and self._heads == heads:  # all of `data` went to the head still awaited
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:  # so a head takes at most this and one read
+                self._refuse_head_size()
+        elif self._phase == "body" and self._timer is None:
             self._arm(self._limits.body_timeout, self._body_check)
 
     def _admitted(self) -> bool:
@@ -233,7 +236,8 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._disarm()
         self._waiting.pop(self, None)
-        self._phase, self._body_start, self._body_bytes = "body", self.loop.time(), 0
+        self._phase, self._body_start, self._body_bytes, self._head_bytes = "body", self.loop.time(), 0, 0
+        self._heads += 1
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
@@ -305,7 +309,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     def _refuse_head_size(self) -> None:
         _events.note("size", f"refused a request head over {MAX_HEAD_BYTES} bytes from {self._address()} with 431")
-        self._close(431)
+        self._close(431 if self._clients_turn() else None)  # never inside a response being sent
 
     def _close(self, status: int | None) -> None:
         """Close now, with `status` as the answer when given; an app still waiting for this request's
