@@ -239,6 +239,7 @@ def serve(
     from rag.api import create_app
     from rag.api.access_log import log_config
     from rag.api.app import serving_process
+    from rag.api.server import uvicorn_options
     from rag.origins import bind_warning
 
     if workers > 1 and _settings().embedded:
@@ -253,6 +254,9 @@ def serve(
         _first_run_token(svc)
         if (warning := bind_warning(host, svc.settings.allowed_hosts)) is not None:
             _error(warning, "warning")  # /mcp's Host check (rag/origins.py)
+        # Deadlines for a request's head and body and a cap on open connections (rag/api/server.py).
+        bounds, limits = uvicorn_options(svc.settings.http)
+        sys.stderr.write(limits.describe())
         if workers > 1:
             # This process migrated the schema, resumed interrupted publishes and reconciled the
             # lanes; each worker opens its own service on the same engines.
@@ -260,7 +264,7 @@ def serve(
             sys.stderr.write(f"serving {svc.settings.sqlalchemy_url.split('@')[-1]} with {workers} workers "
                              f"on http://{host}:{port}\n")
             uvicorn.run("rag.api.app:create_worker_app", factory=True, host=host, port=port, workers=workers,
-                        log_config=log_config())
+                        log_config=log_config(), **bounds)
             return
         serving_process(svc.settings)
         # uvicorn stops gracefully on SIGTERM, then raises it again: exit then, closing the
@@ -270,7 +274,7 @@ def serve(
         secret = _announce(svc.settings.home, _local_url(host, port)) if svc.settings.embedded else None
         sys.stderr.write(f"serving {svc.settings.home} on http://{host}:{port}\n")
         uvicorn.run(create_app(service=svc, local_secret=secret, serving=True), host=host, port=port,
-                    log_config=log_config())
+                    log_config=log_config(), **bounds)
 
 
 def _local_url(host: str, port: int) -> str:

@@ -277,6 +277,44 @@ def _header_list(value: Any) -> Any:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
+class HttpSettings(BaseModel):
+    """`rag serve`'s HTTP connections: how long a client may take to send a request, and how many
+    connections one process keeps open (rag/api/server.py)."""
+
+    header_timeout_seconds: float = Field(
+        10.0, gt=0, le=3600,
+        description="A request's line and headers must all arrive within this many seconds of the connection "
+        "opening or of the head's first byte; otherwise the connection is closed (408 when part of a head came).",
+    )
+    body_timeout_seconds: float = Field(
+        30.0, gt=0, le=3600,
+        description="A request body may take this many seconds, plus one more second per "
+        "`body_min_rate_bytes` received; a body that trickles slower is cut (408). Time the server itself "
+        "spends not reading does not count.",
+    )
+    body_min_rate_bytes: int = Field(
+        1024, ge=1, le=1024 * 1024 * 1024,
+        description="The slowest average rate, in bytes a second, a long request body may arrive at.",
+    )
+    keep_alive_seconds: float = Field(
+        5.0, gt=0, le=3600,
+        description="A connection idle after a response is closed after this many seconds (uvicorn's "
+        "timeout_keep_alive); behind a proxy that keeps connections open longer, raise it above the proxy's.",
+    )
+    max_connections: int | None = Field(
+        None, ge=1, le=1_000_000,
+        description="Open connections per server process. Beyond it the oldest connection still waiting for a "
+        "request head is closed, or, when none waits, the new one is answered 503 and closed. Default: 1024, "
+        "or less where the open-file limit leaves less room (the store keeps 256 files or a quarter of the "
+        "limit for itself). A value above that room is lowered to it.",
+    )
+    backlog: int = Field(
+        2048, ge=1, le=65535,
+        description="Connections the kernel queues before the server accepts them (they hold no file of the "
+        "process until accepted).",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="RAG_", env_nested_delimiter="__", extra="ignore", validate_default=True
@@ -330,6 +368,7 @@ class Settings(BaseSettings):
     )
     mcp: McpSettings = Field(default_factory=McpSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
     retrieve: RetrieveSettings = Field(default_factory=RetrieveSettings)
 
     @field_validator("allowed_hosts", "allowed_origins", mode="before")
