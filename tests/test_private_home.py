@@ -151,3 +151,33 @@ def test_a_link_planted_as_the_lock_is_refused_with_a_message(world, tmp_path):
         assert "remove it if it is a link" in refused.stderr and "Traceback" not in refused.stderr
     finally:
         lock.unlink()
+
+
+def test_making_an_open_cache_private_keeps_its_connections_locks(tmp_path: Path) -> None:
+    """private_file on a cache this process has open (every new service opens the shared cache
+    again) must not open and close the file: that drops the POSIX locks of the open connection, and
+    another process closing its own connection then checkpoints and deletes the write-ahead log
+    under it (the suite's shared cache turned to "disk I/O error" so)."""
+    import sqlite3
+
+    from rag.store.home import private_file
+
+    cache = tmp_path / "cache" / "embeddings.sqlite"
+    private_file(cache)
+    held = sqlite3.connect(str(cache))
+    held.execute("PRAGMA journal_mode=WAL")
+    held.execute("CREATE TABLE t (x)")
+    held.execute("INSERT INTO t VALUES (1)")
+    held.commit()
+    assert held.execute("SELECT x FROM t").fetchall() == [(1,)]
+    os.chmod(cache, 0o644)
+    private_file(cache)  # a second service of this process opens the same cache
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+    other = f"import sqlite3; c = sqlite3.connect({str(cache)!r}); c.execute('SELECT x FROM t').fetchall(); c.close()"
+    subprocess.run([sys.executable, "-c", other], check=True, timeout=60)
+    # Our connection's shared lock held: the other process was not the last one, and left the log alone.
+    assert Path(f"{cache}-wal").stat().st_size > 0
+    held.execute("INSERT INTO t VALUES (2)")
+    held.commit()
+    assert held.execute("SELECT count(*) FROM t").fetchone() == (2,)
+    held.close()

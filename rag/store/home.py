@@ -76,8 +76,12 @@ def private_file(path: Path) -> None:
     gives -wal and -shm the file's own mode): created 0600 when missing, its folder 0700 when this
     makes it, and the file with its siblings repaired when they are ours and looser."""
     path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-    try:
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE))
+    try:  # created only when missing (O_EXCL): closing a descriptor of a database file that this
+        # process's SQLite connections have open would drop the locks they hold on it (POSIX), and
+        # another process would then checkpoint and delete the write-ahead log under them
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE))
+    except FileExistsError:
+        pass  # repaired by chmod below, never opened here
     except OSError:
         return  # SQLite says what is wrong when it opens it
     uid = os.geteuid()
