@@ -5,6 +5,7 @@ the service's own process never holds what a bomb expands to; a parse can be sto
 
 from __future__ import annotations
 
+import asyncio
 import resource
 import threading
 import time
@@ -133,3 +134,28 @@ def test_closing_the_pool_stops_a_running_parse_and_the_queue_at_once() -> None:
     assert time.monotonic() - started < 5
     with pytest.raises(ParsingStopped):
         pool.submit(b"", "late.pdf")
+
+
+def test_a_parse_nobody_awaits_any_more_is_stopped() -> None:
+    """An awaiting request cancelled (a shutdown): its worker is killed, not left parsing for minutes."""
+    with ParsePool(1, Limits(memory_mib=MEMORY_MIB, cpu_seconds=120, timeout_seconds=120)) as pool:
+
+        async def cancel_it() -> int:
+            task = asyncio.ensure_future(pool.parse_async(hostile.html_many_attributes(500_000), "slow.html"))
+            deadline = time.monotonic() + 30
+            while pool.stats()["busy"] < 1:
+                assert time.monotonic() < deadline, "the parse did not start"
+                await asyncio.sleep(0.02)
+            pid = pool._slots[0].process.pid
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return pid
+
+        pid = asyncio.run(cancel_it())
+        deadline = time.monotonic() + 10
+        while pool.stats()["busy"]:
+            assert time.monotonic() < deadline, "the worker went on parsing"
+            time.sleep(0.02)
+        assert pool._slots[0].process is None or pool._slots[0].process.pid != pid
+        assert outcome(pool, hostile.docx_paragraphs(3), "next.docx")[0] == "ok"

@@ -225,6 +225,7 @@ class ParsePool:
         self._slots: list[_Slot] = []
         self._busy = 0
         self._closed = False
+        self._running: dict[Future, _Slot] = {}
         self.last_peak_mib = 0.0  # the memory high-water mark of the worker of the last file parsed (tests)
 
     # -- callers --
@@ -250,7 +251,11 @@ class ParsePool:
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
-            future.cancel()
+            if not future.cancel():  # a worker has it: nobody waits for it any more, stop it
+                slot = self._running.get(future)
+                if slot is not None and slot.process is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        slot.process.kill()  # its thread sees the pipe close, reaps and replaces it
             raise
 
     def stats(self) -> dict[str, int]:
@@ -304,6 +309,7 @@ class ParsePool:
                 continue
             with self._lock:
                 self._busy += 1
+                self._running[future] = slot
             try:
                 future.set_result(self._run(slot, job))
             except BaseException as exc:  # noqa: BLE001 - the caller gets whatever it was
@@ -311,12 +317,16 @@ class ParsePool:
             finally:
                 with self._lock:
                     self._busy -= 1
+                    del self._running[future]
 
     def _run(self, slot: _Slot, job: tuple[bytes, str, str | None]) -> ParsedDocument:
         limits = self.limits
         if not slot.alive():
             slot.kill()
             slot.start()
+            if self._closed:  # closed while this one started
+                slot.kill()
+                raise ParsingStopped("the service is stopping; the file was not read")
         slot.jobs += 1
         try:
             slot.conn.send((job, limits))
