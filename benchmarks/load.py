@@ -194,6 +194,18 @@ def mix_client(served: Serve, i: int, docs: list[str], queries: list[str], tally
                 timed(tally, op, client.post, f"/v1/documents/{doc}/versions/{number}/publish")
 
 
+def counted(lock: threading.Lock, times: list[float], statuses: Counter, call: Callable[[], httpx.Response]) -> None:
+    """Time one call; count its status (or its transport error's name)."""
+    began = time.perf_counter()
+    try:
+        status: int | str = call().status_code
+    except httpx.HTTPError as exc:
+        status = type(exc).__name__
+    with lock:
+        times.append(time.perf_counter() - began)
+        statuses[status] += 1
+
+
 def versions_of(client: httpx.Client, doc: str) -> list[dict]:
     response = client.get(f"/v1/documents/{doc}/versions")
     response.raise_for_status()
@@ -275,15 +287,8 @@ def run_large(served: Serve, lines: int, clients: int, baseline_s: float) -> dic
                 for n in range(MAX_CALLS_PER_CLIENT):
                     if until():
                         return
-                    began = time.perf_counter()
-                    try:
-                        status: int | str = client.post("/v1/search", json={
-                            "query": queries[(i + n * clients) % len(queries)], "limit": 10}).status_code
-                    except httpx.HTTPError as exc:
-                        status = type(exc).__name__
-                    with lock:
-                        times.append(time.perf_counter() - began)
-                        statuses[status] += 1
+                    counted(lock, times, statuses, lambda: client.post("/v1/search", json={
+                        "query": queries[(i + n * clients) % len(queries)], "limit": 10}))
 
         threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
         for thread in threads:
@@ -369,17 +374,11 @@ def run_uploads(served: Serve, uploads: int, tokens: int, readers: int) -> dict[
             for n in range(MAX_CALLS_PER_CLIENT):
                 if done.is_set():
                     return
-                began = time.perf_counter()
-                try:
-                    if (i + n) % 2:
-                        status: int | str = client.get("/v1/roots").status_code
-                    else:
-                        status = client.post("/v1/search", json={"query": "annual leave", "limit": 5}).status_code
-                except httpx.HTTPError as exc:
-                    status = type(exc).__name__
-                with lock:
-                    read_times.append(time.perf_counter() - began)
-                    read_statuses[status] += 1
+                if (i + n) % 2:
+                    counted(lock, read_times, read_statuses, lambda: client.get("/v1/roots"))
+                else:
+                    counted(lock, read_times, read_statuses,
+                            lambda: client.post("/v1/search", json={"query": "annual leave", "limit": 5}))
 
     senders = [threading.Thread(target=upload, args=(i,)) for i in range(uploads)]
     reading = [threading.Thread(target=read, args=(i,)) for i in range(readers)]
