@@ -100,10 +100,16 @@ def _cpu_used() -> int:
     return int(usage.ru_utime + usage.ru_stime) + 1
 
 
-def peak_mib(pid: int | None = None) -> float:
-    """A process's memory high-water mark (VmHWM, MiB); 0 where /proc does not say."""
+def _soft_limit(kind: int, soft: int) -> None:
+    """Set a soft limit, below the hard one (which stays, so the next file may have its own)."""
+    _, hard = resource.getrlimit(kind)
+    resource.setrlimit(kind, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+
+
+def peak_mib() -> float:
+    """This process's memory high-water mark (VmHWM, MiB); 0 where /proc does not say."""
     try:
-        with open(f"/proc/{pid or 'self'}/status") as status:
+        with open("/proc/self/status") as status:
             for line in status:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) / 1024
@@ -116,12 +122,8 @@ def _parse_one(job: tuple[bytes, str, str | None], limits: Limits) -> tuple[Any,
     from rag.ingest.formats import parse_here
 
     data, filename, title = job
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    soft = _cpu_used() + limits.cpu_seconds
-    resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
-    memory = limits.memory_mib << 20
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    resource.setrlimit(resource.RLIMIT_AS, (memory if hard == resource.RLIM_INFINITY else min(memory, hard), hard))
+    _soft_limit(resource.RLIMIT_CPU, _cpu_used() + limits.cpu_seconds)
+    _soft_limit(resource.RLIMIT_AS, limits.memory_mib << 20)
     try:
         parsed = parse_here(data, filename, title)
         if len(parsed.body) > limits.max_chars:
@@ -173,7 +175,7 @@ class _Slot:
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "rag.ingest.sandbox", str(theirs.fileno())], pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL, close_fds=True)
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True)  # stdout may be a protocol (rag mcp)
         finally:
             theirs.close()
         self.conn, self.jobs = Connection(ours.detach()), 0
