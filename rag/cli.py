@@ -17,6 +17,7 @@ import typer
 from rag.commands import exit_code
 from rag.errors import STORAGE_FULL, RagError, is_storage_full
 from rag.logs import configure
+from rag.store.home import private_umask
 from rag.store.lock import announce_server, configured_home, running_server
 
 if TYPE_CHECKING:
@@ -27,6 +28,13 @@ if TYPE_CHECKING:
     from rag.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="A knowledge base that answers with citations.")
+
+
+@app.callback()
+def _private() -> None:
+    """Before every command: what it creates (in RAG_HOME, the embedding cache, exports) is the
+    user's alone (rag/store/home.py)."""
+    private_umask()
 
 
 @lru_cache(maxsize=None)
@@ -231,6 +239,8 @@ def serve(
     from rag.api import create_app
     from rag.api.access_log import log_config
     from rag.api.app import serving_process
+    from rag.api.server import uvicorn_options
+    from rag.origins import bind_warning
 
     if workers > 1 and _settings().embedded:
         _error(
@@ -242,6 +252,11 @@ def serve(
     # process is the CLI's clear message and exit code 3, not a traceback from uvicorn's start-up.
     with service(writer=True, serving=workers == 1) as svc:
         _first_run_token(svc)
+        if (warning := bind_warning(host, svc.settings.allowed_hosts)) is not None:
+            _error(warning, "warning")  # /mcp's Host check (rag/origins.py)
+        # Deadlines for a request's head and body and a cap on open connections (rag/api/server.py).
+        bounds, limits = uvicorn_options(svc.settings.http)
+        sys.stderr.write(limits.describe())
         if workers > 1:
             # This process migrated the schema, resumed interrupted publishes and reconciled the
             # lanes; each worker opens its own service on the same engines.
@@ -249,7 +264,7 @@ def serve(
             sys.stderr.write(f"serving {svc.settings.sqlalchemy_url.split('@')[-1]} with {workers} workers "
                              f"on http://{host}:{port}\n")
             uvicorn.run("rag.api.app:create_worker_app", factory=True, host=host, port=port, workers=workers,
-                        log_config=log_config())
+                        log_config=log_config(), **bounds)
             return
         serving_process(svc.settings)
         # uvicorn stops gracefully on SIGTERM, then raises it again: exit then, closing the
@@ -259,7 +274,7 @@ def serve(
         secret = _announce(svc.settings.home, _local_url(host, port)) if svc.settings.embedded else None
         sys.stderr.write(f"serving {svc.settings.home} on http://{host}:{port}\n")
         uvicorn.run(create_app(service=svc, local_secret=secret, serving=True), host=host, port=port,
-                    log_config=log_config())
+                    log_config=log_config(), **bounds)
 
 
 def _local_url(host: str, port: int) -> str:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+import json
+from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from rag.store.lock import default_home
 
@@ -290,6 +291,70 @@ class UploadSettings(BaseModel):
     )
 
 
+class McpSettings(BaseModel):
+    """The MCP server over streamable HTTP (`/mcp` of `rag serve`) on the embedded store, where it keeps
+    sessions (on the scale-out store each request stands alone, and these do not apply)."""
+
+    sessions_per_token: int = Field(32, ge=1, le=10_000, description=(
+        "MCP sessions one token may hold open. Opening one more closes that token's session idle longest; when "
+        "every one has a request in flight (an open GET stream counts), the new one is refused with 429."
+    ))
+    session_idle_seconds: float = Field(1800.0, gt=0, le=7 * 24 * 3600, description=(
+        "Seconds an MCP session may go without a request in flight before it is closed (its id then answers 404 "
+        "and the client opens a new one)."
+    ))
+
+
+def _header_list(value: Any) -> Any:
+    """A list setting from the environment: a JSON list, or names separated by commas (`[::1]` too)."""
+    if not isinstance(value, str):
+        return value
+    if value.lstrip().startswith("["):
+        try:
+            return json.loads(value)
+        except ValueError:
+            pass  # `[::1],localhost`: an address, not JSON
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+class HttpSettings(BaseModel):
+    """`rag serve`'s HTTP connections: how long a client may take to send a request, and how many
+    connections one process keeps open (rag/api/server.py)."""
+
+    header_timeout_seconds: float = Field(
+        10.0, gt=0, le=3600,
+        description="A request's line and headers must all arrive within this many seconds of the connection "
+        "opening or of the head's first byte; otherwise the connection is closed (408 when part of a head came).",
+    )
+    body_timeout_seconds: float = Field(
+        30.0, gt=0, le=3600,
+        description="A request body may take this many seconds, plus one more second per "
+        "`body_min_rate_bytes` received; a body that trickles slower is cut (408). Time the server itself "
+        "spends not reading does not count.",
+    )
+    body_min_rate_bytes: int = Field(
+        1024, ge=1, le=1024 * 1024 * 1024,
+        description="The slowest average rate, in bytes a second, a long request body may arrive at.",
+    )
+    keep_alive_seconds: float = Field(
+        5.0, gt=0, le=3600,
+        description="A connection idle after a response is closed after this many seconds (uvicorn's "
+        "timeout_keep_alive); behind a proxy that keeps connections open longer, raise it above the proxy's.",
+    )
+    max_connections: int | None = Field(
+        None, ge=1, le=1_000_000,
+        description="Open connections per server process. Beyond it the oldest connection still waiting for a "
+        "request head is closed, or, when none waits, the new one is answered 503 and closed. Default: 1024, "
+        "or less where the open-file limit leaves less room (the store keeps 256 files or a quarter of the "
+        "limit for itself). A value above that room is lowered to it.",
+    )
+    backlog: int = Field(
+        2048, ge=1, le=65535,
+        description="Connections the kernel queues before the server accepts them (they hold no file of the "
+        "process until accepted).",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="RAG_", env_nested_delimiter="__", extra="ignore", validate_default=True
@@ -331,8 +396,45 @@ class Settings(BaseSettings):
         "turn). They hold Python's interpreter lock most of the time, so more threads than cores only add "
         "switching (rag/api/compute.py).",
     )
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        ["localhost"],
+        description="Host header values the server answers on /mcp (comma-separated or a JSON list): `name` any "
+        "port, `name:port` that port; an IP address always passes. Other names get 403 (DNS rebinding). Set it "
+        "to the names clients use when serving beyond loopback (docker/compose.yaml: rag:8000).",
+    )
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="Browser origins (`scheme://name[:port]`, `:*` any port) that may call the server: /mcp now, "
+        "the CORS list later. A request without Origin (no browser) and one from the server's own origin pass; "
+        "any other Origin gets 403.",
+    )
+    mcp: McpSettings = Field(default_factory=McpSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
     retrieve: RetrieveSettings = Field(default_factory=RetrieveSettings)
+
+    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @classmethod
+    def _split_list(cls, value: Any) -> Any:
+        return _header_list(value)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts_well_formed(cls, value: list[str]) -> list[str]:
+        from rag.origins import host_rule
+
+        for entry in value:
+            host_rule(entry)  # a clear ValueError at start, not a refusal of every request
+        return value
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins_well_formed(cls, value: list[str]) -> list[str]:
+        from rag.origins import origin_rule
+
+        for entry in value:
+            origin_rule(entry)
+        return value
 
     @cached_property
     def sqlalchemy_url(self) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -26,6 +27,7 @@ from rag.settings import Settings
 from rag.store.models import ARCHIVED, PUBLISHED, PUBLISHING, Chunk, DocumentVersion
 
 from .test_api_serve import free_port
+from .test_http_bounds import closed_by_server
 
 BODY = "# Kiwi rota\n\nThe kiwi rota starts on Monday at nine.\n"
 
@@ -194,7 +196,7 @@ def test_rag_serve_with_two_workers_on_the_scale_out_store(workers, scale_out, t
     first.publish_version(ADMIN, doc.node_id, 1)
     port = free_port()
     env = {**os.environ, "RAG_HOME": str(tmp_path / "serve-home"), "RAG_DATABASE_URL": scale_out.database_url,
-           "RAG_CHROMA_URL": scale_out.chroma_url, "OPENBLAS_NUM_THREADS": "1"}
+           "RAG_CHROMA_URL": scale_out.chroma_url, "OPENBLAS_NUM_THREADS": "1", "RAG_HTTP__HEADER_TIMEOUT_SECONDS": "2"}
     server = subprocess.Popen([sys.executable, "-m", "rag.cli", "serve", "--port", str(port), "--workers", "2"],
                               env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     url, headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {secret}"}
@@ -207,6 +209,12 @@ def test_rag_serve_with_two_workers_on_the_scale_out_store(workers, scale_out, t
                 return False
 
         wait_until(healthy, what="rag serve --workers 2")
+        slow = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(4)]  # both workers' share
+        for sock in slow:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nX-a: ")
+        for sock in slow:  # each worker applies the header timeout (docs/reliability.md)
+            took, got = closed_by_server(sock, 10)
+            assert took is not None and took <= 2 + 1.5 and got.startswith(b"HTTP/1.1 408 ")
         with httpx.Client(base_url=url, headers=headers, timeout=120) as client, ThreadPoolExecutor(16) as pool:
             answers = list(pool.map(
                 lambda n: client.put(f"/v1/documents/{doc.node_id}/draft", json={"content": edit(n)}), range(16)))

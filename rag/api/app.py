@@ -158,9 +158,11 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             svc = service
-            if svc is None:
+            if svc is None:  # a worker of `rag serve --workers N`, or an app server's own
                 from rag.logs import configure
+                from rag.store.home import private_umask
 
+                private_umask()  # what this process creates (logs, caches) is the owner's alone
                 config = settings or Settings()
                 configure(config.home)
                 svc = await anyio.to_thread.run_sync(lambda: KnowledgeService(config, writer=True))

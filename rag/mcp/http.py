@@ -8,8 +8,10 @@
 A mounted app's own lifespan never runs, so the host enters the session manager's. Every HTTP
 request is authenticated with `svc.authenticate` (the same tokens, the same "invalid or expired
 token" for unknown, revoked and expired ones, as 401); the principal travels in the ASGI scope to
-the tool call, which acts with it. DNS-rebinding checks are left to the host: a request without a
-valid bearer token never reaches a tool.
+the tool call, which acts with it. Before that, the Host and Origin headers are checked (rag/origins.py:
+`RAG_ALLOWED_HOSTS`, `RAG_ALLOWED_ORIGINS`), so a DNS-rebinding or cross-site page gets 403 before any
+token is looked up. On the embedded store each token holds at most `RAG_MCP__SESSIONS_PER_TOKEN`
+sessions (rag/mcp/sessions.py), each closed after `RAG_MCP__SESSION_IDLE_SECONDS` without a request.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rag.errors import Unauthenticated
 from rag.mcp.server import PRINCIPAL_KEY, build_server
+from rag.mcp.sessions import TokenCappedSessionManager
+from rag.origins import HeaderRules
 from rag.service.kb_search import UNREACHABLE
 from rag.service.tokens import ONE_AUTHORIZATION
 
@@ -39,10 +43,19 @@ log = logging.getLogger("rag.mcp")
 
 
 def bearer_auth(app: ASGIApp, svc: KnowledgeService) -> ASGIApp:
-    """ASGI middleware: a valid bearer token or 401, before anything of MCP runs."""
+    """ASGI middleware: an allowed Host and Origin or 403, then a valid bearer token or 401, before
+    anything of MCP runs."""
+    rules = HeaderRules(svc.settings.allowed_hosts, svc.settings.allowed_origins)
 
     async def authenticated(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            refusal = rules.refusal(headers.getlist("host"), headers.getlist("origin"))
+            if refusal is not None:
+                log.warning("refused an MCP request: %s (Host %.100r, Origin %.100r)", refusal[0],
+                            headers.get("host"), headers.get("origin"))
+                await _refuse(send, 403, *refusal)
+                return
             authenticated_scope = await _with_principal(scope, send, svc)
             if authenticated_scope is None:
                 return  # refused, and answered
@@ -98,10 +111,14 @@ def mcp_http(svc: KnowledgeService) -> tuple[ASGIApp, Callable[[], AbstractAsync
     # On the scale-out store several worker processes (and replicas) answer /mcp, and an MCP session
     # would live in the one process that opened it: there the transport is stateless (each request
     # stands alone), so a session client's requests may reach any worker. Our tools push nothing
-    # between requests, so nothing is lost.
-    server.streamable_http_app(
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        stateless_http=not svc.settings.embedded,
-    )
+    # between requests, so nothing is lost. Host and Origin are checked by bearer_auth, before the
+    # token (the SDK's own check would come after it, in plain text, and answer 421 for a Host).
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    server.streamable_http_app(transport_security=security, stateless_http=not svc.settings.embedded)
     manager = server.session_manager
+    if svc.settings.embedded:  # sessions: at most so many per token, each closed when idle so long
+        manager = TokenCappedSessionManager(
+            manager.app, per_token=svc.settings.mcp.sessions_per_token, security_settings=security,
+            session_idle_timeout=svc.settings.mcp.session_idle_seconds,
+        )
     return bearer_auth(StreamableHTTPASGIApp(manager), svc), manager.run

@@ -27,6 +27,7 @@ from typing import Iterator, Protocol, Sequence
 import numpy as np
 
 from rag.errors import Unavailable
+from rag.store.home import private_file
 from rag.models.onnx_encoder import (
     FP32_FILE,
     INT8_FILE,
@@ -361,7 +362,7 @@ class CachedEmbedder:
         self.inner = inner
         self.name = inner.name
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(path)  # the owner's alone, wherever RAG_EMBED_CACHE puts it (-wal, -shm too)
         self._conn = sqlite3.connect(str(path), timeout=60, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute(

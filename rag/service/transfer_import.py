@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from rag.errors import AlreadyExists, InvalidArgument, NotFound, RagError
 from rag.service.principal import Principal
 from rag.service.publish import request_publishes
+from rag.store.api_tokens import make_api_tokens_home_only
 from rag.store.models import (
     DRAFT,
     PUBLISHED,
@@ -318,6 +319,8 @@ def _load(svc: Transfer, archive: _Archive, contents: _Contents, report: ImportR
             report.workspaces_kept = sorted(kept)
             report.activity_offset = int(session.scalar(select(func.coalesce(func.max(Activity.id), 0))))
             loading.rows(session, archive, kept, report.activity_offset)
+            # An archive from before migration 0006 (or 0011) holds API-made tokens acting everywhere.
+            make_api_tokens_home_only(session.connection(), contents.tokens)
             _request_jobs(session, loading.published, loading.pending)
             if svc.db.dialect == "postgresql":  # explicit ids: later inserts must start above them
                 for table in ("document_versions", "activity"):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Mapping
 
 from rag.errors import StoreLocked
+from rag.store.home import FILE_MODE, make_private
 
 
 class HomeLock:
@@ -30,8 +31,14 @@ class HomeLock:
         self.exclusive = False
 
     def acquire(self, exclusive: bool) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        make_private(self.home)  # before anything is opened in it: 0700, and an older home repaired
+        # The owner's alone (0600 in a 0700 home): another user holding it would keep the store
+        # from opening. Never through a link someone planted in its place.
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+        except OSError as exc:
+            raise StoreLocked(f"The knowledge store's lock {self.path} cannot be opened ({exc.strerror}): it must "
+                              "be a plain file of RAG_HOME's owner; remove it if it is a link.") from None
         try:
             fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -39,7 +46,7 @@ class HomeLock:
             raise StoreLocked(self._refusal(exclusive)) from None
         self._fd, self.exclusive = fd, exclusive
         if exclusive:
-            self._holder_file().write_text(json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv)}))
+            _write_private(self._holder_file(), json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv)}))
 
     def release(self) -> None:
         if self._fd is None:
@@ -98,7 +105,7 @@ def announce_server(home: Path, url: str) -> str:
     secret = "ragl_" + secrets.token_urlsafe(32)
     path = secret_file(home)
     path.unlink(missing_ok=True)  # O_EXCL below: never write into a file someone else prepared
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     with os.fdopen(fd, "w") as file:
         file.write(secret)
     holder = holder_file(home)
@@ -106,15 +113,22 @@ def announce_server(home: Path, url: str) -> str:
         record = json.loads(holder.read_text())
     except (OSError, ValueError):
         record = {"pid": os.getpid(), "command": " ".join(sys.argv)}
-    holder.write_text(json.dumps(record | {"url": url}))
+    _write_private(holder, json.dumps(record | {"url": url}))
     return secret
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` to a file of the owner's alone (0600), never through a link."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
+    with os.fdopen(fd, "w") as file:
+        file.write(text)
 
 
 def running_server(home: Path) -> tuple[str, str] | None:
     """(url, secret) of the server that holds the store, when one does and this user can read its
     secret; None otherwise (nobody holds it, a one-shot command does, or the secret is not ours)."""
     try:
-        fd = os.open(home / "rag.lock", os.O_RDONLY)
+        fd = os.open(home / "rag.lock", os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return None
     try:

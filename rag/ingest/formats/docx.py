@@ -8,6 +8,9 @@ bytes on each: 20,000 take 3 s, the 5.4 million of a 545 KB file would take hour
 before python-docx opens it. The paragraphs are counted by their `<w:p>` tags as the bytes are
 inflated; a document that names the namespace otherwise escapes the count, not the parse worker's
 bounds of time and memory (rag/ingest/sandbox.py).
+
+Text becomes Markdown escaped (rag/ingest/formats/markdown.py): a paragraph saying `<img …>` or
+`[x](javascript:…)` stays text in the body.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 
 from rag.ingest.formats import UnreadableFile, too_complex
+from rag.ingest.formats.markdown import escape_block, escape_text
 from rag.ingest.formats.tables import cell, markdown_table
 from rag.ingest.parse import ParsedDocument, with_title
 
@@ -93,14 +97,12 @@ def _paragraph(paragraph: Paragraph) -> tuple[str, str]:
     style = (paragraph.style.name if paragraph.style is not None else "") or ""
     heading = _HEADING_STYLE.match(style)
     if heading:
-        return "heading", f"{'#' * min(6, int(heading.group(1)) + 1)} {text}"
+        return "heading", f"{'#' * min(6, int(heading.group(1)) + 1)} {escape_text(text)}"
     if style.lower() == "title":
         return "title", text
     level = _list_level(paragraph)
     if level is not None:
-        return "item", f"{'  ' * min(level, 5)}- {text}"
-    if text.startswith("#"):
-        text = "\\" + text
+        return "item", f"{'  ' * min(level, 5)}- {escape_text(text)}"
     return "text", text
 
 
@@ -144,7 +146,9 @@ def parse_docx(data: bytes, fallback_title: str) -> ParsedDocument:
             continue
         if kind == "title" or (not blocks and not title and kind == "text" and _title_like(text)):
             title = title or text
-            text = f"# {text}"
+            text = f"# {escape_text(text)}"
+        elif kind == "text":
+            text = escape_block(text)
         if kind == "item" and blocks and re.match(r"\s*- ", blocks[-1].rsplit("\n", 1)[-1]):
             blocks[-1] += "\n" + text  # one list, not a paragraph per item
         else:
@@ -153,4 +157,4 @@ def parse_docx(data: bytes, fallback_title: str) -> ParsedDocument:
     if not content.strip():
         raise UnreadableFile("a Word document with no text")
     title = title or fallback_title
-    return ParsedDocument(title=title, body=with_title(title, content))
+    return ParsedDocument(title=title, body=with_title(escape_text(title), content))

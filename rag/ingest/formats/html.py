@@ -5,6 +5,10 @@ decoded by the charset the page declares (a BOM, then `<meta charset>` or `http-
 when it declares none. The main content is `<main>`, `<article>` or `role="main"` where the page
 marks one, else `<body>`; scripts, styles, navigation, headers, footers, asides and forms are
 dropped.
+
+Text becomes Markdown escaped (rag/ingest/formats/markdown.py): a page's text `&lt;img …&gt;` or
+`[x](javascript:…)` stays text in the body. A DOCTYPE with an internal subset is taken out before
+parsing (an HTML parser ends it at its first `>` and would keep the rest as text).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import lxml.html
 from lxml import etree
 
 from rag.ingest.formats import UnreadableFile
+from rag.ingest.formats.markdown import escape_block, escape_text, fenced
 from rag.ingest.formats.tables import cell, markdown_table
 from rag.ingest.parse import ParsedDocument, with_title
 from rag.synthesize.markup import clean_heading
@@ -28,6 +33,8 @@ _BLOCKS = {"p", "div", "section", "article", "main", "blockquote", "address", "f
            "dd", "dt", "dl", "body", "html", "details", "summary", "hr", "caption"}
 _FIRST_HEADING = re.compile(r"\A#{1,6} (.+)")
 _XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
+# A DOCTYPE up to its end: past an internal subset (`[ … ]`) when it has one.
+_DOCTYPE = re.compile(r"\A\s*<!DOCTYPE[^\[>]*(?:\[[^\]]*\][^>]*)?>?", re.I)
 
 
 def decode_html(data: bytes) -> str:
@@ -73,7 +80,7 @@ class _Writer:
         lines = [" ".join(line.split()) for line in text.split("\n")]
         text = "\n".join(line for line in lines if line)
         if text:
-            self.blocks.append(text)
+            self.blocks.append(escape_block(text))
 
     def walk(self, node, depth: int = 0) -> None:
         tag = node.tag if isinstance(node.tag, str) else ""
@@ -82,11 +89,11 @@ class _Writer:
         if re.fullmatch(r"h[1-6]", tag):
             text = _clean(_inline(node))
             if text:
-                self.blocks.append(f"{'#' * int(tag[1])} {text}")
+                self.blocks.append(f"{'#' * int(tag[1])} {escape_text(text)}")
         elif tag == "pre":
             code = node.text_content().strip("\n")
             if code.strip():
-                self.blocks.append(f"```\n{code}\n```")
+                self.blocks.append(fenced(code))
         elif tag in ("ul", "ol"):
             self.list(node, depth)
         elif tag == "table":
@@ -127,7 +134,7 @@ class _Writer:
             text = _clean(_inline(item, skip=("ul", "ol")))
             marker = f"{number}." if ordered else "-"
             if text:
-                self.blocks.append(f"{'  ' * depth}{marker} {text}")
+                self.blocks.append(f"{'  ' * depth}{marker} {escape_text(text)}")
             for sub in nested:
                 self.list(sub, depth + 1)
 
@@ -157,7 +164,7 @@ def parse_html(data: bytes, fallback_title: str) -> ParsedDocument:
     head = data[:1024].lstrip()
     if head.startswith((b"%PDF-", b"PK\x03\x04")) or b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise UnreadableFile("not an HTML page (its content does not match the .html extension)")
-    text = _XML_DECLARATION.sub("", decode_html(data))
+    text = _DOCTYPE.sub("", _XML_DECLARATION.sub("", decode_html(data)), count=1)
     if not text.strip():
         raise UnreadableFile("an empty HTML page")
     try:
@@ -181,4 +188,4 @@ def parse_html(data: bytes, fallback_title: str) -> ParsedDocument:
         first = _FIRST_HEADING.match(content)
         title = clean_heading(first.group(1)) if first else ""
     title = title or fallback_title
-    return ParsedDocument(title=title, body=with_title(title, content))
+    return ParsedDocument(title=title, body=with_title(escape_text(title), content))

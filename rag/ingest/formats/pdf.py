@@ -8,7 +8,7 @@ The body is Markdown: the title as its first heading, then page after page. Head
 outline where the PDF has one (an entry's title found as a line of its page), else from font
 sizes (a short line set clearly larger than the body text). `ParsedDocument.pages` holds each
 page's (start, end, page) span of the body; the first page's span starts at 0, so the title
-heading belongs to page 1.
+heading belongs to page 1. Text becomes Markdown escaped (rag/ingest/formats/markdown.py).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from rag.ingest.formats import UnreadableFile
+from rag.ingest.formats.markdown import escape_text
 from rag.ingest.parse import ParsedDocument
 
 MAX_PAGES = 5000
@@ -221,7 +222,8 @@ def _page_markdown(lines: list[Line], headings: dict[int, int]) -> str:
             blocks.append("\n".join(paragraph))
             paragraph.clear()
 
-    for i, (text, _size, _top) in enumerate(lines):
+    for i, (line, _size, _top) in enumerate(lines):
+        text = escape_text(line)
         if i in headings:
             close()
             previous = blocks[-1] if blocks else ""
@@ -281,7 +283,7 @@ def parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
         title = title or fallback_title
     finally:
         pdf.close()
-    body = f"# {title}\n\n"
+    body = f"# {escape_text(title)}\n\n"
     spans: list[tuple[int, int, int]] = []
     for index, lines in enumerate(pages):
         start = 0 if index == 0 else len(body)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from rag.ingest.formats.markdown import escape_text
+
 
 def cell(text: str) -> str:
-    """A cell's text on one line, its pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """A cell's text on one line, as Markdown text (rag/ingest/formats/markdown.py), its pipes escaped."""
+    return escape_text(" ".join(text.split())).replace("|", "\\|")
 
 
 def markdown_table(rows: list[list[str]]) -> str:
