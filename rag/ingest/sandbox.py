@@ -19,7 +19,9 @@ A file that exceeds a bound fails alone with FileTooComplex (`file_too_complex`)
 a worker that died or was killed is replaced for the next file. A worker is a fresh interpreter
 (`python -m rag.ingest.sandbox`, by fork and exec at once: no copy of the service's threaded
 process ever runs Python), which loads the parsers once and then parses file after file (`_JOBS_PER_WORKER`): a
-file pays only the pipe there and back (see docs/reliability.md for the figures).
+file pays only the pipe there and back (see docs/reliability.md for the figures). What a worker
+sends back is plain JSON of a bounded length, never a pickle: the service trusts nothing a
+process that parsed untrusted bytes says.
 
 The pool is driven by threads of its own (one per worker): a caller waits on a future, so an
 async endpoint awaits it without holding a thread (`parse_async`), and a command or directory
@@ -38,6 +40,8 @@ import asyncio
 import atexit
 import contextlib
 import ctypes
+import dataclasses
+import json
 import logging
 import os
 import queue
@@ -128,7 +132,7 @@ def _parse_one(job: tuple[bytes, str, str | None], limits: Limits) -> tuple[Any,
         parsed = parse_here(data, filename, title)
         if len(parsed.body) > limits.max_chars:
             raise too_complex("output", f"more than {limits.max_chars} characters of text")
-        return ("ok", parsed)
+        return ("ok", dataclasses.asdict(parsed))
     except FileTooComplex as exc:
         return ("complex", exc.bound, str(exc))
     except UnreadableFile as exc:
@@ -153,8 +157,12 @@ def _serve(conn: Any) -> None:
             return
         outcome = _parse_one(job, limits)
         hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))  # the answer is pickled outside the parse's bound
-        conn.send((*outcome, peak_mib()))
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))  # the answer is written outside the parse's bound
+        try:  # plain JSON back, never a pickle: the service trusts nothing a parser's process says
+            answer = json.dumps([*outcome, peak_mib()], ensure_ascii=False).encode()
+        except (TypeError, ValueError):  # metadata that is not JSON: a parser's bug
+            answer = json.dumps(["bug", traceback.format_exc(limit=8), peak_mib()]).encode()
+        conn.send_bytes(answer)
         if outcome[0] == "complex" and outcome[1] == "memory":
             return  # what a failed allocation left behind is not worth keeping: the next file gets a fresh worker
 
@@ -338,9 +346,15 @@ class ParsePool:
                 log.warning("parsing %s: stopped after %g s (peak %.0f MiB)", job[1], limits.timeout_seconds,
                             slot.peak_mib)
                 raise too_complex("time", f"more than {limits.timeout_seconds:g} s")
-            answer = slot.conn.recv()
+            # At most what a body of max_chars can take as JSON (6 bytes a character escaped), and room around it.
+            raw = slot.conn.recv_bytes(maxlength=limits.max_chars * 6 + (1 << 20))
         except (EOFError, OSError):
             raise self._died(slot, job[1]) from None
+        try:
+            answer = json.loads(raw)
+        except ValueError:  # not what a worker writes: it is not trusted with another file
+            slot.kill()
+            raise UnreadableFile("the file could not be read (damaged, or not what its extension says)") from None
         self.last_peak_mib = answer[-1]
         return self._outcome(answer, job[1])
 
@@ -361,7 +375,8 @@ class ParsePool:
     def _outcome(self, answer: tuple[Any, ...], filename: str) -> ParsedDocument:
         kind = answer[0]
         if kind == "ok":
-            return answer[1]
+            fields = answer[1]
+            return ParsedDocument(**{**fields, "pages": [tuple(span) for span in fields["pages"]]})
         if kind == "complex":
             log.warning("parsing %s: %s (peak %.0f MiB)", filename, answer[2], answer[-1])
             raise FileTooComplex(answer[1], answer[2])
