@@ -194,6 +194,18 @@ def mix_client(served: Serve, i: int, docs: list[str], queries: list[str], tally
                 timed(tally, op, client.post, f"/v1/documents/{doc}/versions/{number}/publish")
 
 
+def counted(lock: threading.Lock, times: list[float], statuses: Counter, call: Callable[[], httpx.Response]) -> None:
+    """Time one call; count its status (or its transport error's name)."""
+    began = time.perf_counter()
+    try:
+        status: int | str = call().status_code
+    except httpx.HTTPError as exc:
+        status = type(exc).__name__
+    with lock:
+        times.append(time.perf_counter() - began)
+        statuses[status] += 1
+
+
 def versions_of(client: httpx.Client, doc: str) -> list[dict]:
     response = client.get(f"/v1/documents/{doc}/versions")
     response.raise_for_status()
@@ -275,15 +287,8 @@ def run_large(served: Serve, lines: int, clients: int, baseline_s: float) -> dic
                 for n in range(MAX_CALLS_PER_CLIENT):
                     if until():
                         return
-                    began = time.perf_counter()
-                    try:
-                        status: int | str = client.post("/v1/search", json={
-                            "query": queries[(i + n * clients) % len(queries)], "limit": 10}).status_code
-                    except httpx.HTTPError as exc:
-                        status = type(exc).__name__
-                    with lock:
-                        times.append(time.perf_counter() - began)
-                        statuses[status] += 1
+                    counted(lock, times, statuses, lambda: client.post("/v1/search", json={
+                        "query": queries[(i + n * clients) % len(queries)], "limit": 10}))
 
         threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
         for thread in threads:
@@ -330,6 +335,85 @@ def run_large(served: Serve, lines: int, clients: int, baseline_s: float) -> dic
     }
 
 
+# ----- hostile uploads -----
+
+def run_uploads(served: Serve, uploads: int, tokens: int, readers: int) -> dict[str, Any]:
+    from tests import hostile_files
+
+    files = [("long.docx", hostile_files.docx_paragraphs(20_000)), ("bomb.pdf", hostile_files.pdf_flate_bomb(1024))]
+    agents = [rag(served.env, "token", "create", "--workspace", "default", "--role", "editor", "--agent", "--access",
+                  "all", "--scope", "knowledge:write", "--name", f"uploads {k}").strip() for k in range(tokens)]
+    outcomes: Counter = Counter()
+    upload_times: list[float] = []
+    read_times: list[float] = []
+    read_statuses: Counter = Counter()
+    lock = threading.Lock()
+    done = threading.Event()
+    start = threading.Barrier(uploads + readers)
+
+    def upload(i: int) -> None:
+        name, data = files[(i % tokens) % len(files)]  # each token sends one kind, so both kinds get parsed
+        with httpx.Client(base_url=served.url, timeout=600,
+                          headers={"Authorization": f"Bearer {agents[i % tokens]}"}) as client:
+            start.wait()
+            began = time.perf_counter()
+            try:
+                response = client.post("/v1/uploads", files={"file": (name, data, "application/octet-stream")},
+                                       data={"name": f"Hostile upload {i}"})
+                code = response.json()["error"]["code"] if response.status_code >= 400 else "created"
+                outcome = f"{name} {response.status_code} {code}"
+            except httpx.HTTPError as exc:
+                outcome = f"{name} {type(exc).__name__}"
+            with lock:
+                outcomes[outcome] += 1
+                upload_times.append(time.perf_counter() - began)
+
+    def read(i: int) -> None:
+        with served.client() as client:
+            start.wait()
+            for n in range(MAX_CALLS_PER_CLIENT):
+                if done.is_set():
+                    return
+                if (i + n) % 2:
+                    counted(lock, read_times, read_statuses, lambda: client.get("/v1/roots"))
+                else:
+                    counted(lock, read_times, read_statuses,
+                            lambda: client.post("/v1/search", json={"query": "annual leave", "limit": 5}))
+
+    senders = [threading.Thread(target=upload, args=(i,)) for i in range(uploads)]
+    reading = [threading.Thread(target=read, args=(i,)) for i in range(readers)]
+    load_before = load_average()
+    began = time.perf_counter()
+    for thread in senders + reading:
+        thread.start()
+    for thread in senders:
+        thread.join(LARGE_TIMEOUT_S)
+    elapsed = time.perf_counter() - began
+    done.set()
+    for thread in reading:
+        thread.join(120)
+    return {
+        "uploads": uploads, "tokens": tokens, "readers": readers, "seconds": round(elapsed, 1),
+        "load_before": load_before, "load_after": load_average(),
+        "reads": {**(summary(read_times) if read_times else {"n": 0}), "max_ms": round(max(read_times, default=0) * 1000, 1),
+                  "statuses": {str(k): v for k, v in read_statuses.items()}},
+        "upload_s": summary(upload_times) if upload_times else {"n": 0},
+        "outcomes": dict(sorted(outcomes.items())),
+    }
+
+
+def print_uploads(label: str, r: dict[str, Any]) -> None:
+    reads, sent = r["reads"], r["upload_s"]
+    print(f"\n{label}: {r['uploads']} hostile uploads by {r['tokens']} agent tokens, {r['readers']} readers, "
+          f"{r['seconds']} s on {os.cpu_count()} CPUs; load average before {r['load_before']}, after {r['load_after']}\n")
+    print("| calls | n | p50 ms | p95 ms | max ms | answers |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    print(f"| reads (roots, search) | {reads['n']} | {reads.get('p50_ms', '-')} | {reads.get('p95_ms', '-')} | "
+          f"{reads['max_ms']} | {reads['statuses']} |")
+    print(f"| uploads | {sent['n']} | {sent.get('p50_ms', '-')} | {sent.get('p95_ms', '-')} | - | "
+          f"{'; '.join(f'{k}: {v}' for k, v in r['outcomes'].items())} |", flush=True)
+
+
 # ----- output -----
 
 def print_mix(label: str, r: dict[str, Any]) -> None:
@@ -362,13 +446,16 @@ def print_large(label: str, r: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=("embedded", "scale-out"), default=None)
-    parser.add_argument("--phases", default="mix,large", help="Comma-separated: mix, large.")
+    parser.add_argument("--phases", default="mix,large,uploads", help="Comma-separated: mix, large, uploads.")
     parser.add_argument("--duration", type=float, default=60.0, help="Seconds of the mix.")
     parser.add_argument("--clients", type=int, default=32, help="Clients of the mix.")
     parser.add_argument("--workers", type=int, default=2, help="rag serve workers on the scale-out deployment.")
     parser.add_argument("--large-lines", type=int, default=100_000)
     parser.add_argument("--large-clients", type=int, default=4, help="Search clients during the large publish.")
     parser.add_argument("--large-baseline", type=float, default=10.0, help="Seconds of search before it.")
+    parser.add_argument("--uploads", type=int, default=44, help="Hostile uploads sent at once (uploads phase).")
+    parser.add_argument("--upload-tokens", type=int, default=11, help="Agent tokens that send them.")
+    parser.add_argument("--upload-readers", type=int, default=4, help="Readers meanwhile.")
     parser.add_argument("--pages", type=int, default=None, help="Serve only the handbook's first N pages.")
     parser.add_argument("--json", default=None, help="Write the result here ('-': standard output).")
     args = parser.parse_args()
@@ -386,6 +473,9 @@ def main() -> None:
             if "large" in phases:
                 report[name]["large"] = run_large(served, args.large_lines, args.large_clients, args.large_baseline)
                 print_large(label, report[name]["large"])
+            if "uploads" in phases:
+                report[name]["uploads"] = run_uploads(served, args.uploads, args.upload_tokens, args.upload_readers)
+                print_uploads(label, report[name]["uploads"])
     write_json(report, args.json)
 
 

@@ -39,6 +39,12 @@ class Unauthenticated(PermissionDenied):
     code = "unauthenticated"
 
 
+class TooManyRequests(RagError):
+    """A caller over one of its limits (calls in progress at once); HTTP 429. Try again later."""
+
+    code = "too_many_requests"
+
+
 class StoreLocked(RagError):
     """The embedded store belongs to another process."""
 

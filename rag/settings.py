@@ -7,6 +7,7 @@ Flat names for what a deployment sets (``RAG_HOME``, ``RAG_DATABASE_URL``, ``RAG
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from pathlib import Path
 import json
@@ -251,6 +252,45 @@ class AnswerSettings(BaseModel):
     )
 
 
+class ParseSettings(BaseModel):
+    """Bounds of every binary parser (PDF, Word, HTML), each file parsed in a worker process
+    (rag/ingest/sandbox.py). A file past a bound fails alone (`file_too_complex`, naming it)."""
+
+    workers: int | None = Field(
+        None, ge=1, le=256,
+        description="Worker processes that parse files, so files parsed at once (the rest wait their turn); "
+        "default: the number of cores.",
+    )
+    memory_mib: int = Field(
+        1536, ge=256, le=1024 * 1024,
+        description="A worker's address space while it parses a file, in MiB (RLIMIT_AS): a decompression bomb "
+        "stops here.",
+    )
+    cpu_seconds: int = Field(120, ge=1, le=86_400, description="CPU time one file may take (RLIMIT_CPU).")
+    timeout_seconds: float = Field(
+        180.0, gt=0, le=86_400,
+        description="Wall-clock time one file may take once a worker has it; the worker is killed then.",
+    )
+    max_chars: int = Field(
+        20_000_000, ge=1000, le=1_000_000_000,
+        description="Characters of text one file may yield (a document made by an upload holds at most 2,000,000).",
+    )
+
+    @property
+    def worker_count(self) -> int:
+        return self.workers or os.cpu_count() or 1
+
+
+class UploadSettings(BaseModel):
+    """`POST /v1/uploads` beside its size (`upload_max_bytes`)."""
+
+    per_token: int = Field(
+        2, ge=1, le=1024,
+        description="Uploads one token (or one signed-in editor) may have in progress at once; another is refused "
+        "with 429 (`too_many_uploads`) until one ends. Per server process.",
+    )
+
+
 class McpSettings(BaseModel):
     """The MCP server over streamable HTTP (`/mcp` of `rag serve`) on the embedded store, where it keeps
     sessions (on the scale-out store each request stands alone, and these do not apply)."""
@@ -348,6 +388,8 @@ class Settings(BaseSettings):
         25 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024,
         description="The largest file `POST /v1/uploads` takes, in bytes (a larger one is refused with 413).",
     )
+    uploads: UploadSettings = Field(default_factory=UploadSettings)
+    parsing: ParseSettings = Field(default_factory=ParseSettings)
     search_threads: int = Field(
         2, ge=1, le=64,
         description="`rag serve`: how many searches and extractive answers run at once (the others wait their "

@@ -4,6 +4,7 @@ ask_knowledge, Server-Sent Events, health, tokens, and bad input that never gets
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import httpx
@@ -30,6 +31,7 @@ def test_health_reports_each_part_without_a_token(api):
         "title": {"ok": True, "engine": "tantivy"},
         "model": {"ok": True, "engine": "local:all-MiniLM-L6-v2"},
         "writes": {"ok": True, "engine": "sqlite"},
+        "parsing": {"busy": 0, "capacity": os.cpu_count(), "queued": 0},  # the parse workers' load
     }
     assert httpx.get(f"{api.url}/openapi.json").json()["info"]["title"] == "rag"
 

@@ -14,6 +14,8 @@ each load the embedding model. So the lifespan builds them all once, before the 
 from __future__ import annotations
 
 import gc
+import signal
+import threading
 import logging
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, AsyncIterator, Callable
@@ -26,6 +28,7 @@ import rag
 from rag.api.arguments import required_as_declared
 from rag.api.errors import CatchAll, install_error_handlers
 from rag.api.limits import BodyLimit, known_query_only
+from rag.ingest.sandbox import stop_parsing
 from rag.api.routes import activity, chat, health, knowledge, local, nodes, review, tokens, uploads, versions
 from rag.service import KnowledgeService
 from rag.settings import LOCAL_EMBED_MODEL, Settings
@@ -122,6 +125,24 @@ def offline_docs(app: FastAPI) -> None:
         )
 
 
+def stop_parsing_on_signals() -> None:
+    """`rag serve`: SIGTERM and SIGINT also kill the parse workers, at once, before uvicorn waits for
+    the requests in progress to end: an upload waiting on a parse then fails (503) instead of
+    holding the shutdown for as long as the parse takes (issue 27). Chained in front of the
+    handlers uvicorn installed before the lifespan started, from the loop's (main) thread."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(signum)
+        if not callable(previous):
+            continue
+
+        def handler(number: int, frame: Any, previous: Callable[..., Any] = previous) -> None:
+            # A thread: the handler interrupts the main thread, which may hold the pool's lock.
+            threading.Thread(target=stop_parsing, name="rag-stop-parsing", daemon=True).start()
+            previous(number, frame)
+
+        signal.signal(signum, handler)
+
+
 def create_app(settings: Settings | None = None, *, service: KnowledgeService | None = None,
                local_secret: str | None = None, serving: bool = False) -> FastAPI:
     """The app. With `service`, the caller owns it (`rag serve`, tests); without, the lifespan opens
@@ -155,6 +176,8 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
                 gc.collect()
                 gc.freeze()
             app.state.service = svc
+            if serving:
+                stop_parsing_on_signals()
             if mcp_http is not None and mcp_app is not None:
                 mcp_app.app, run = mcp_http(svc)
                 await stack.enter_async_context(run())  # a mounted app's own lifespan never runs

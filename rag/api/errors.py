@@ -31,6 +31,7 @@ from rag.errors import (
     RagError,
     StorageFull,
     StoreLocked,
+    TooManyRequests,
     Unauthenticated,
     Unavailable,
     is_storage_full,
@@ -47,6 +48,7 @@ _STATUS: tuple[tuple[type[RagError], int], ...] = (
     (NotFound, 404),
     (AlreadyExists, 409),
     (InvalidArgument, 400),
+    (TooManyRequests, 429),
     (StoreLocked, 503),
     (StorageFull, 507),  # before Unavailable, which it is
     (Unavailable, 503),
@@ -54,6 +56,7 @@ _STATUS: tuple[tuple[type[RagError], int], ...] = (
 _TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
     405: "invalid_request_error", 409: "conflict_error", 413: "invalid_request_error", 422: "invalid_request_error",
+    429: "rate_limit_error",
     500: "server_error", 503: "service_unavailable", 507: "server_error",
 }
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}

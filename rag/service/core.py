@@ -26,6 +26,7 @@ import logging
 from typing import Any
 
 from rag.errors import InvalidArgument, Unavailable
+from rag.ingest import sandbox
 from rag.ingest.chunk import Chunker
 from rag.service.access import Access
 from rag.service.activity import ActivityLog
@@ -77,6 +78,7 @@ class KnowledgeService:
         opens Chroma) waits for `start_writer()`, which its caller runs before anything else but
         reading tokens: `rag mcp` answers its first messages meanwhile."""
         self.settings = settings
+        sandbox.configure_from(settings.parsing)  # the process's parse workers take its bounds
         self._pending_start: bool | None = None
         self._lock: HomeLock | None = None
         if settings.embedded:

@@ -13,16 +13,18 @@ system's mime.types), so what the API serves back is known in advance.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote
 
 from sqlalchemy.orm import Session
 
-from rag.errors import InvalidArgument, NotFound
-from rag.ingest.formats import UnreadableFile, parse_bytes
+from rag.errors import InvalidArgument, NotFound, RagError
+from rag.ingest.formats import BINARY_PARSERS, UnreadableFile, parse_bytes
+from rag.ingest.formats import FileTooComplex as FileTooComplexToParse
 from rag.ingest.parse import ParsedDocument
 from rag.service import tree
 from rag.service.activity import recorded
@@ -104,10 +106,52 @@ def keep_original(session: Session, version_id: int, filename: str, data: bytes)
     return session.merge(row)
 
 
+class FileTooComplex(InvalidArgument):
+    """A file whose parse passed a bound of memory, time or size (rag/ingest/sandbox.py); HTTP 400
+    as any file that cannot be read."""
+
+    code = "file_too_complex"
+
+
 def parse_file(data: bytes, filename: str) -> ParsedDocument:
     """The file's Markdown text, or InvalidArgument with the parser's reason, naming the file."""
+    return parsed_file(lambda: parse_bytes(data, filename), filename)
+
+
+async def parse_file_async(data: bytes, filename: str) -> ParsedDocument | InvalidArgument:
+    """parse_file awaited, without holding the caller's thread: the document, or the refusal
+    (returned, for upload_document to raise in its recorded call). ParsingStopped (the service is
+    stopping) is raised."""
+    from rag.ingest.sandbox import shared_pool
+
+    if PurePosixPath(filename).suffix.lower() not in BINARY_PARSERS:  # text: parsed here, it is cheap
+        return _refusal(lambda: parse_file(data, filename))
     try:
-        parsed = parse_bytes(data, filename)
+        parsed = await shared_pool().parse_async(data, filename)
+    except Exception as exc:  # noqa: BLE001 - mapped as parse_file maps it
+        return _refusal(functools.partial(parsed_file, functools.partial(_reraise, exc), filename))
+    return _refusal(lambda: parsed_file(lambda: parsed, filename))
+
+
+def _reraise(exc: BaseException) -> ParsedDocument:
+    raise exc
+
+
+def _refusal(parse: Callable[[], ParsedDocument]) -> ParsedDocument | InvalidArgument:
+    try:
+        return parse()
+    except InvalidArgument as exc:
+        return exc
+
+
+def parsed_file(parse: Callable[[], ParsedDocument], filename: str) -> ParsedDocument:
+    """What `parse` made of the file, or InvalidArgument (FileTooComplex past a bound) naming it."""
+    try:
+        parsed = parse()
+    except RagError:
+        raise
+    except FileTooComplexToParse as exc:
+        raise FileTooComplex(f"{filename}: {exc}") from None
     except UnreadableFile as exc:
         raise InvalidArgument(f"{filename}: {exc}") from None
     except Exception:  # noqa: BLE001 - a parser's own bug must not pass for a server error on bad input
@@ -145,17 +189,18 @@ class Originals:
     @recorded("upload_document", detail=("parent_id", "publish"), after=lambda made: {"version_number": 1})
     def upload_document(self, principal: Principal, filename: str, data: bytes, parent_id: str | None = None,
                         name: str | None = None, summary: str | None = None,
-                        metadata: dict[str, Any] | None = None, publish: bool = False) -> CreatedDocument:
+                        metadata: dict[str, Any] | None = None, publish: bool = False,
+                        parsed: ParsedDocument | InvalidArgument | None = None) -> CreatedDocument:
         """A new document made from a file: its text (Markdown) is version 1, a draft as with
         create_document (published at once with `publish`), and the file is kept as that version's
-        original. A file that cannot be read is refused with nothing written."""
-        self.access.writer(principal)
-        filename = filename_arg(filename)
-        limit = self.settings.upload_max_bytes
-        if len(data) > limit:
-            raise FileTooLarge(too_large_message(limit))
+        original. A file that cannot be read is refused with nothing written. `parsed`: the
+        outcome of parse_file_async, when the caller parsed the file already (the HTTP endpoint,
+        which waits for the parse without holding a thread; check_upload before it)."""
+        filename = self.check_upload(principal, filename, data)
         summary, metadata = summary_arg(summary), metadata_arg(metadata)
-        parsed = parse_file(data, filename)
+        if isinstance(parsed, InvalidArgument):
+            raise parsed
+        parsed = parsed if parsed is not None else parse_file(data, filename)
         name = name_arg(name if name is not None else parsed.title[:MAX_NAME_CHARS], "document")
         body = content_arg(parsed.body)
         with self.db.session() as session:
@@ -173,6 +218,16 @@ class Originals:
         if publish is True:
             made.status = self.edits.publish_document_version(principal, node.id, 1).status
         return made
+
+    def check_upload(self, principal: Principal, filename: str, data: bytes) -> str:
+        """What upload_document refuses before it reads the file (the role, the name, the size):
+        the file's name as kept."""
+        self.access.writer(principal)
+        filename = filename_arg(filename)
+        limit = self.settings.upload_max_bytes
+        if len(data) > limit:
+            raise FileTooLarge(too_large_message(limit))
+        return filename
 
     @recorded("get_document_original", target="node_id", detail=("version_number",))
     def get_document_original(self, principal: Principal, node_id: str, version_number: int) -> OriginalFile:

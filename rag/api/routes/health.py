@@ -1,6 +1,8 @@
 """GET /healthz: is each engine answering, and can the store still write? No token needed, and
 nothing in the answer is a secret or an error message: a failing check says only which part failed
-(the log says why). Each lane of the search index is a check under its own name ("vector", "text")."""
+(the log says why). Each lane of the search index is a check under its own name ("vector", "text").
+`parsing` says how busy the parse workers are (rag/ingest/sandbox.py): saturation is load, not
+ill health, so it never turns the answer into a 503 (the image's HEALTHCHECK probes this)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from sqlalchemy import text
 
 from rag.api.auth import get_service
 from rag.errors import STORAGE_FULL, StorageFull
+from rag.ingest.sandbox import shared_stats
 from rag.service import KnowledgeService
 
 log = logging.getLogger("rag.api")
@@ -32,6 +35,12 @@ class Check(BaseModel):
     engine: str
 
 
+class Parsing(BaseModel):
+    busy: int  # files being parsed now
+    capacity: int  # parse workers: files parsed at once
+    queued: int  # files waiting for a worker
+
+
 class Health(BaseModel):
     """The fixed checks, and one more per lane of the search index, named as the lane."""
 
@@ -43,6 +52,7 @@ class Health(BaseModel):
     writes: Check
     model: Check
     synthesizer: str
+    parsing: Parsing
 
 
 def _check(name: str, probe: Callable[[], object]) -> bool:
@@ -119,5 +129,6 @@ def healthz(request: Request) -> JSONResponse:
         "model": Check(ok=model_ready, engine=svc.embedder.name),
     }
     healthy = all(check.ok for check in checks.values())
-    body = Health(status="ok" if healthy else "degraded", synthesizer=svc.synthesizer.name, **checks)
+    body = Health(status="ok" if healthy else "degraded", synthesizer=svc.synthesizer.name,
+                  parsing=Parsing(**shared_stats()), **checks)
     return JSONResponse(body.model_dump(), status_code=200 if healthy else 503)

@@ -4,6 +4,12 @@ file, and a version's original file can be downloaded again.
 The service (rag/service/originals.py) checks the role, the scopes and the folder access, bounds
 the file's size, parses it and keeps it; these routes only translate. The whole request is bounded
 before it is read (BodyLimit, rag/api/limits.py, with the upload limit for this path).
+
+The upload endpoint is async: the file is parsed in a worker process (rag/ingest/sandbox.py), and
+the request waits for it in the event loop, holding none of the threads that serve the other
+requests (44 uploads parsing at once once held every thread: a listing then took 11 s, issue 27).
+One token has at most `RAG_UPLOADS__PER_TOKEN` uploads in progress (another is 429,
+`too_many_uploads`); all of them share the parse workers, as many at once as there are workers.
 """
 
 from __future__ import annotations
@@ -15,15 +21,24 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 
 from rag.api.auth import Caller, Service
-from rag.api.errors import ERROR_RESPONSES, error_response
+from rag.api.concurrency import KeyedLimiter, caller_key
+from rag.api.errors import ERROR_RESPONSES, ErrorBody, error_response
 from rag.api.routes.nodes import DocumentId
 from rag.api.routes.versions import ReadNumber
-from rag.service.originals import SERVED_MEDIA_TYPES, FileTooLarge, content_disposition, too_large_message
+from rag.errors import RagError, TooManyRequests
+from rag.service.originals import (
+    SERVED_MEDIA_TYPES,
+    FileTooLarge,
+    content_disposition,
+    parse_file_async,
+    too_large_message,
+)
 from rag.service.views import CreatedDocument
 from rag.settings import Settings
 
@@ -62,6 +77,18 @@ _FORM_SCHEMA = {
 }
 
 
+class TooManyUploads(TooManyRequests):
+    code = "too_many_uploads"
+
+
+def upload_limiter(request: Request, settings: Settings) -> KeyedLimiter:
+    """The app's count of uploads in progress per token."""
+    limiter = getattr(request.app.state, "upload_limiter", None)
+    if limiter is None:
+        limiter = request.app.state.upload_limiter = KeyedLimiter(settings.uploads.per_token, TooManyUploads, "uploads")
+    return limiter
+
+
 @dataclass
 class UploadForm:
     file: UploadFile
@@ -96,23 +123,36 @@ async def read_upload_form(request: Request) -> UploadForm:
 @router.post(UPLOAD_PATH.removeprefix("/v1"), response_model=CreatedDocument, status_code=201,
              operation_id="upload_document", summary="Create a document from a file (multipart upload)",
              openapi_extra={"requestBody": {"required": True,
-                                            "content": {"multipart/form-data": {"schema": _FORM_SCHEMA}}}})
-def upload_document(
+                                            "content": {"multipart/form-data": {"schema": _FORM_SCHEMA}}}},
+             responses={429: {"model": ErrorBody, "description": "This token already has as many uploads in "
+                                                                 "progress as it may (`too_many_uploads`)."}})
+async def upload_document(
+    request: Request,
     svc: Service,
     principal: Caller,  # before the form: an unknown caller is refused before the body is read
     form: Annotated[UploadForm, Depends(read_upload_form)],
 ) -> JSONResponse:
     """Version 1 is the file's text as Markdown, a draft unless `publish` is true; the file itself
     is kept as that version's original. A file the parser cannot read is refused (400, naming the
-    file), and nothing is written."""
+    file; `file_too_complex` when reading it would pass a bound of memory, time or size), and
+    nothing is written. 429 (`too_many_uploads`) while this token has as many uploads in progress
+    as it may."""
     limit = svc.settings.upload_max_bytes
     try:
-        data = form.file.file.read(limit + 1)  # one byte past the limit is enough to refuse it
+        data = await form.file.read(limit + 1)  # one byte past the limit is enough to refuse it
     finally:
-        form.file.file.close()  # a spooled temporary file: gone now, not when it is collected
+        await form.file.close()  # a spooled temporary file: gone now, not when it is collected
     f = form.fields
     try:
-        made = svc.upload_document(principal, form.file.filename, data, f.parent_id, f.name, f.summary, None, f.publish)
+        filename = svc.originals.check_upload(principal, form.file.filename or "", data)
+    except RagError:
+        parsed = None  # upload_document refuses it again, in its recorded call
+    else:
+        with upload_limiter(request, svc.settings).slot(caller_key(principal)):
+            parsed = await parse_file_async(data, filename)
+    try:
+        made = await run_in_threadpool(svc.upload_document, principal, form.file.filename, data, f.parent_id, f.name,
+                                       f.summary, None, f.publish, parsed)
     except FileTooLarge as exc:
         return error_response(413, exc.message, exc.code)
     return JSONResponse(made.payload(), status_code=201)

@@ -20,6 +20,24 @@ class UnreadableFile(ValueError):
     """The file cannot be ingested; str(exc) says why in words a user understands."""
 
 
+class FileTooComplex(UnreadableFile):
+    """Reading the file would pass one of the parsers' bounds (`bound`: memory, time, output, or a
+    format's own count such as paragraphs); rag/ingest/sandbox.py."""
+
+    def __init__(self, bound: str, message: str) -> None:
+        super().__init__(message)
+        self.bound = bound
+
+    def __reduce__(self):  # pickled across the worker's pipe with both arguments
+        return (type(self), (self.bound, str(self)))
+
+
+def too_complex(bound: str, detail: str = "") -> FileTooComplex:
+    """The refusal of a file that would pass `bound`, in the words every parser uses."""
+    words = f"{bound}: {detail}" if detail else bound
+    return FileTooComplex(bound, f"the file is too complex to read within this service's limits ({words})")
+
+
 TEXT_FORMATS = MARKDOWN_SUFFIXES | TEXT_SUFFIXES
 # Binary formats register here (suffix -> "module:function" of its parser, imported on first use:
 # pypdfium2, lxml and python-docx are no part of a command that reads no such file); the rest of
@@ -56,7 +74,18 @@ def decode_text(data: bytes) -> str:
 
 
 def parse_bytes(data: bytes, filename: str, fallback_title: str | None = None) -> ParsedDocument:
-    """Parse one file's bytes by its suffix. Raises UnreadableFile (a ValueError) when it cannot."""
+    """Parse one file's bytes by its suffix. Raises UnreadableFile (a ValueError) when it cannot,
+    FileTooComplex when it would pass a bound. A binary format is parsed in a worker process under
+    bounds of memory, time and output (rag/ingest/sandbox.py); text in this process."""
+    if PurePath(filename).suffix.lower() in BINARY_PARSERS:
+        from rag.ingest.sandbox import shared_pool
+
+        return shared_pool().parse(data, filename, fallback_title)
+    return parse_here(data, filename, fallback_title)
+
+
+def parse_here(data: bytes, filename: str, fallback_title: str | None = None) -> ParsedDocument:
+    """Parse in this process, unbounded: only a parse worker (and parse_bytes for text) calls this."""
     name = PurePath(filename)
     suffix = name.suffix.lower()
     title = fallback_title or humanize(name.stem)

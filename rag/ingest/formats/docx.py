@@ -2,8 +2,12 @@
 
 python-docx (MIT) reads the document's XML; the package is a zip, so it is checked first without
 trusting its headers: every member is decompressed in bounded steps, and a file that would
-expand past MAX_EXPANDED bytes (a decompression bomb) or holds too many members is refused
-before python-docx opens it.
+expand past MAX_EXPANDED bytes (a decompression bomb), holds too many members, or whose document
+holds more than MAX_PARAGRAPHS paragraphs (python-docx spends ~150 µs of CPU and a few hundred
+bytes on each: 20,000 take 3 s, the 5.4 million of a 545 KB file would take hours) is refused
+before python-docx opens it. The paragraphs are counted by their `<w:p>` tags as the bytes are
+inflated; a document that names the namespace otherwise escapes the count, not the parse worker's
+bounds of time and memory (rag/ingest/sandbox.py).
 
 Text becomes Markdown escaped (rag/ingest/formats/markdown.py): a paragraph saying `<img …>` or
 `[x](javascript:…)` stays text in the body.
@@ -19,13 +23,15 @@ import docx
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
-from rag.ingest.formats import UnreadableFile
+from rag.ingest.formats import UnreadableFile, too_complex
 from rag.ingest.formats.markdown import escape_block, escape_text
 from rag.ingest.formats.tables import cell, markdown_table
 from rag.ingest.parse import ParsedDocument, with_title
 
 MAX_EXPANDED = 200_000_000
 MAX_MEMBERS = 10_000
+MAX_PARAGRAPHS = 100_000
+_PARAGRAPH_TAGS = (b"<w:p>", b"<w:p ")
 _STEP = 1 << 20
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.I)
 
@@ -42,17 +48,31 @@ def _check_package(data: bytes) -> None:
                 raise UnreadableFile("not a Word document (a zip file without word/document.xml)")
             expanded = 0
             for member in members:
-                with package.open(member) as stream:
-                    while chunk := stream.read(_STEP):
-                        expanded += len(chunk)
-                        if expanded > MAX_EXPANDED:
-                            raise UnreadableFile(
-                                f"a Word document that expands to more than {MAX_EXPANDED // 1_000_000} MB "
-                                "(a decompression bomb?); refused")
+                expanded = _expand(package, member, expanded)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as exc:
         if isinstance(exc, UnreadableFile):
             raise
         raise UnreadableFile("a damaged or truncated Word document") from None
+
+
+def _expand(package: zipfile.ZipFile, member: zipfile.ZipInfo, expanded: int) -> int:
+    """Inflate one member in bounded steps: the bytes expanded so far, with its own; the main
+    document's paragraphs counted on the way."""
+    counted = member.filename == "word/document.xml"
+    paragraphs, tail = 0, b""
+    with package.open(member) as stream:
+        while chunk := stream.read(_STEP):
+            expanded += len(chunk)
+            if expanded > MAX_EXPANDED:
+                raise UnreadableFile(f"a Word document that expands to more than {MAX_EXPANDED // 1_000_000} MB "
+                                     "(a decompression bomb?); refused")
+            if counted:
+                window = tail + chunk  # a tag across two steps is counted once, in the later
+                paragraphs += sum(window.count(tag) for tag in _PARAGRAPH_TAGS)
+                tail = window[-4:]  # shorter than a tag: none is counted twice
+                if paragraphs > MAX_PARAGRAPHS:
+                    raise too_complex("paragraphs", f"more than {MAX_PARAGRAPHS}")
+    return expanded
 
 
 def _text(paragraph: Paragraph) -> str:
