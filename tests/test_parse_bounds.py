@@ -70,7 +70,7 @@ def test_each_hostile_file_is_stopped_by_a_bound_in_its_worker(pool, name, make,
         assert message == f"the file is too complex to read within this service's limits ({message.split('(', 1)[1]}"
         assert message.split("(", 1)[1].startswith(bound)
     assert chars <= LIMITS.max_chars
-    assert pool.last_peak_mib <= MEMORY_MIB + 16  # the kernel's account of the worker (RLIMIT_AS holds it)
+    assert pool.last_peak_mib <= MEMORY_MIB + 16  # the worker's own high-water mark, as last seen (RLIMIT_AS holds it)
     assert grown < 200  # nothing of what the file expands to reaches the service's process
     assert took < LIMITS.timeout_seconds
     assert outcome(pool, hostile.docx_paragraphs(3), "after.docx")[0] == "ok"  # a fresh worker reads the next file
@@ -159,3 +159,26 @@ def test_a_parse_nobody_awaits_any_more_is_stopped() -> None:
             time.sleep(0.02)
         assert pool._slots[0].process is None or pool._slots[0].process.pid != pid
         assert outcome(pool, hostile.docx_paragraphs(3), "next.docx")[0] == "ok"
+
+
+def test_the_peak_is_the_workers_own_not_the_services_size() -> None:
+    """A worker's memory high-water mark says what its parse took, however large the service that
+    started it is (the kernel's account at a child's end keeps what the parent held before the
+    child's exec: in the full suite's 3-4 GB process a bomb's worker read 3,930 MiB)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.path.insert(0, 'tests'); import hostile_files as hostile\n"
+        "ballast = bytearray(1536 << 20)\n"
+        "for i in range(0, len(ballast), 4096): ballast[i] = 1\n"
+        "from rag.ingest.sandbox import Limits, ParsePool\n"
+        "with ParsePool(1, Limits(memory_mib=768, cpu_seconds=60, timeout_seconds=60)) as pool:\n"
+        "    try: pool.parse(hostile.pdf_flate_bomb(), 'bomb.pdf')\n"
+        "    except Exception as exc: print(type(exc).__name__)\n"
+        "    print(pool.last_peak_mib)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    kind, peak = done.stdout.split()
+    assert kind == "FileTooComplex"
+    assert 50 < float(peak) <= MEMORY_MIB + 16, done.stdout

@@ -65,6 +65,7 @@ from rag.ingest.parse import ParsedDocument
 
 log = logging.getLogger(__name__)
 
+_SAMPLE_SECONDS = 0.05  # how often a waiting pool notes its worker's memory
 _JOBS_PER_WORKER = 200  # a worker is replaced after this many files (what a parser leaks stays bounded)
 _PR_SET_PDEATHSIG = 1
 _CRASH_SIGNALS = {signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGTRAP}
@@ -186,26 +187,39 @@ class _Slot:
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True)  # stdout may be a protocol (rag mcp)
         finally:
             theirs.close()
-        self.conn, self.jobs = Connection(ours.detach()), 0
+        self.conn, self.jobs, self.peak_mib = Connection(ours.detach()), 0, 0.0
 
     def alive(self) -> bool:
         return self.process is not None and self.process.returncode is None and self.reap(0) is None \
             and self.jobs < _JOBS_PER_WORKER
 
+    def sample(self) -> None:
+        """Note the running worker's memory high-water mark (VmHWM in /proc) in `peak_mib`. Not the
+        kernel's account at its end (wait4's ru_maxrss): that keeps the high-water mark of the
+        service's own memory, which a child has before its exec, so it says the service's size."""
+        if self.process is None:
+            return
+        try:
+            with open(f"/proc/{self.process.pid}/status") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        self.peak_mib = max(self.peak_mib, int(line.split()[1]) / 1024)
+                        return
+        except (OSError, ValueError):  # gone, or a system without /proc
+            pass
+
     def reap(self, seconds: float = 5.0) -> int | None:
-        """Wait (up to `seconds`) for the worker to end: its exit code (negative: the signal), and
-        its memory high-water mark from the kernel's account of it (wait4) in `peak_mib`."""
+        """Wait (up to `seconds`) for the worker to end: its exit code (negative: the signal)."""
         process = self.process
         if process is None or process.returncode is not None:
             return None if process is None else process.returncode
         deadline = time.monotonic() + seconds
         while True:
             try:
-                pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+                pid, status = os.waitpid(process.pid, os.WNOHANG)
             except ChildProcessError:  # reaped already
                 return process.poll()
             if pid:
-                self.peak_mib = usage.ru_maxrss / 1024
                 process.returncode = os.waitstatus_to_exitcode(status)
                 return process.returncode
             if time.monotonic() > deadline:
@@ -340,7 +354,7 @@ class ParsePool:
         slot.jobs += 1
         try:
             slot.conn.send((job, limits))
-            if not slot.conn.poll(limits.timeout_seconds):
+            if not self._answered(slot, limits.timeout_seconds):
                 slot.kill()
                 self.last_peak_mib = slot.peak_mib
                 log.warning("parsing %s: stopped after %g s (peak %.0f MiB)", job[1], limits.timeout_seconds,
@@ -357,6 +371,18 @@ class ParsePool:
             raise UnreadableFile("the file could not be read (damaged, or not what its extension says)") from None
         self.last_peak_mib = answer[-1]
         return self._outcome(answer, job[1])
+
+    @staticmethod
+    def _answered(slot: _Slot, seconds: float) -> bool:
+        """Wait for the worker's answer (or its end) up to `seconds`, sampling its memory meanwhile."""
+        deadline = time.monotonic() + seconds
+        while True:
+            slot.sample()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if slot.conn.poll(min(left, _SAMPLE_SECONDS)):
+                return True
 
     def _died(self, slot: _Slot, filename: str) -> Exception:
         """The worker died before it answered: which bound stopped it, from how it ended."""
