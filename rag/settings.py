@@ -94,10 +94,8 @@ class RetrieveSettings(BaseModel):
     )
     rrf_k: int = Field(60, ge=1)
     # The vector and text weights sum to 2, so first place in both lanes still scores 1/61 + 1/61.
-    # Vector 0.8 (text 1.2) with the bridge at 0.6 and z-score fusion is the best mean of SciFact train
-    # nDCG@10 and the odd-numbered HotpotQA questions' share with both passages in the top 10
-    # (evals/tune_fusion.py; issue 15 part 3 in docs/benchmarks.md). The title lane weighs 0: it is
-    # not asked the question, it serves the bridge.
+    # Vector 0.8 / text 1.2 / bridge 0.6 with z-score fusion: chosen by `python -m evals.tune_fusion`.
+    # The title lane weighs 0: it is not asked the question, it serves the bridge.
     weights: dict[str, float] = Field(
         default_factory=lambda: dict(LANE_WEIGHTS),
         description="How much each lane counts, by name: its weight in reciprocal rank fusion and in score fusion "

@@ -3,8 +3,8 @@
 fp32 vectors agree with sentence-transformers' to cosine >= 0.999 (they share the embedding cache
 and the vector index), int8 query vectors to >= 0.99: an answer's, and a search's through the model
 quantized throughout (queries of SEARCH_MIN_TOKENS tokens or more; shorter ones take the answers'
-model). The retrieval check (SciFact nDCG@10 within 0.005 of torch) is an eval run,
-docs/benchmarks.md: too slow for a test on two cores.
+model). The retrieval check (SciFact nDCG@10 within 0.005 of torch) is `python -m
+benchmarks.embed_latency --ndcg-docs 1000` (docs/benchmarks.md): too slow for a test on two cores.
 """
 
 from __future__ import annotations

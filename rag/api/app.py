@@ -171,8 +171,7 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
             if serving:
                 # What start-up made (modules, the models, the engines) lives as long as the process:
                 # moved out of the collector's sight, so that its full collections under load no
-                # longer walk it (p95 of 16 clients' searches at 100,000 chunks 584-663 -> 465-470
-                # ms: docs/benchmarks.md, issue 15 part 4).
+                # longer walk it (`python -m benchmarks.scale_out --only embedded` measures the p95).
                 gc.collect()
                 gc.freeze()
             app.state.service = svc

@@ -3,9 +3,8 @@
 A search holds Python's interpreter lock for most of its time (SQLAlchemy, fusion, the response):
 only the query's embedding, Chroma's and tantivy's own searches run without it. FastAPI's
 threadpool runs up to 40 blocking endpoints at once; with 16 clients on 2 cores that many threads
-only took turns at the lock, and the switching cost more than the work (the server's CPU per
-search rose from 26 to 36 ms, and it answered 34 searches a second instead of 46:
-docs/benchmarks.md, issue 15). So the endpoints that compute run on a limiter of their own, as
+only took turns at the lock, and the switching cost more than the work (`python -m
+benchmarks.scale_out --only embedded` measures it). So the endpoints that compute run on a limiter of their own, as
 many at once as the setting says, and wait in the event loop for a turn; everything else (a
 model's answer that waits on the network, uploads, the other endpoints) keeps the threadpool.
 """

@@ -12,7 +12,7 @@ Two int8 copies, for queries (documents always get fp32 vectors), weights per ch
 activations per call:
 - model-int8.onnx, an answer's question: quantized from the graph as exported, all but the
   feed-forward output projections, whose activations have outliers (quantizing them too lowered
-  the worst cosine, and the handbook's answers picked other sentences: docs/benchmarks.md);
+  the worst cosine, and the handbook's answers picked other sentences: `python -m evals.handbook_ask`);
 - model-int8-all.onnx, a search's query: quantized from the optimized graph, every weight, the
   fused attention's too (QAttention): ~0.66x the CPU of the other. It is checked on the samples
   of SEARCH_MIN_TOKENS tokens or more, the queries it is used for (rag/models/onnx_encoder.py).

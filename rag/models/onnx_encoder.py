@@ -41,10 +41,8 @@ INT8_FILE = "model-int8.onnx"  # weights int8 but the feed-forward outputs': an 
 SEARCH_FILE = "model-int8-all.onnx"  # every weight int8, attention fused: a search's query
 FILES = (FP32_FILE, INT8_FILE, SEARCH_FILE)
 EXPORT_FORMAT = 4  # bump when the exported graph changes: files of an older export are then not read
-# The search model is used for queries of at least this many tokens ([CLS] and [SEP] included). Its
-# error is largest where a vector is the mean of a few tokens: queries of 3-6 tokens fell to cosine
-# 0.980-0.988 to fp32, those of 7 or more stayed >= 0.99 (docs/benchmarks.md, issue 15 part 6);
-# shorter ones go through INT8_FILE, which costs little on a few tokens.
+# The search model is used for queries of at least this many tokens ([CLS] and [SEP] included), where
+# its cosine to fp32 stays >= 0.99 (tests/test_onnx_encoder.py); shorter ones go through INT8_FILE.
 SEARCH_MIN_TOKENS = 7
 _export_lock = threading.Lock()
 

@@ -131,10 +131,8 @@ class SqliteKeywordLane(_IndexTable):
     def prune(self, session: Session, terms: list[str]) -> list[str]:
         """Leave out words that occur in more than max_df of the chunks, keeping the two rarest.
 
-        A word in a fifth of the chunks has a BM25 idf of about 1.4, against 9 to 11 for the rare
-        words that decide a ranking, yet its postings are most of what FTS5 walks. At 100,000
-        chunks a 0.2 cut takes the bare FTS5 query's median from 46 ms to 30 ms, and on SciFact it
-        does not cost quality (docs/benchmarks.md); 0.05 was faster but lost 0.03 nDCG@10."""
+        Such a word weighs little in BM25 (a low idf), yet its postings are most of what FTS5 walks.
+        The cut is measured by `rag eval retrieval` and `python -m benchmarks.search_latency --keyword-engine fts5`."""
         if self.max_df >= 1.0 or len(terms) <= 2:
             return terms
         stems = {term: porter_stem(term) for term in terms}

@@ -7,8 +7,8 @@ one setting says how much a lane counts, whichever step orders the candidates; t
 `RAG_RETRIEVE__SCORE_NORM`. It costs well under a millisecond: the scores are already in hand.
 Scores stay on fusion's scale: the candidate now first gets the best fused score, the second the
 second best, and so on (search_knowledge_base merges knowledge bases by score); a normalised sum,
-relative to one query's candidates, would not be comparable across searches. The choice between
-the normalisations, and against RRF alone, is in docs/benchmarks.md (issue 15).
+relative to one query's candidates, would not be comparable across searches. The normalisation
+and the weights were chosen with `python -m evals.tune_fusion`.
 """
 
 from __future__ import annotations

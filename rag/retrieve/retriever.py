@@ -84,7 +84,7 @@ class Retriever:
         """The best k excerpts: `depth` (default `candidates`) from each lane, fused, reranked; with
         `diverse` (a search's result list), at most `per_document` of one document in the first
         `diversity_window`. An answer's excerpts are not capped: several excerpts of the right page
-        are what an answer quotes (the cap cost the handbook's answers, docs/benchmarks.md)."""
+        are what an answer quotes (capping them costs answers: `python -m evals.handbook_ask`)."""
         query = self.query(query)
         depth = max(depth or self.settings.candidates, k)
         with self.db.session() as session:

@@ -3,7 +3,7 @@
 Why not SQLite FTS5, which the store already has: FTS5 ranks every row that matches an OR query
 before it can return the best ten, so at 100,000 chunks a nine-word question costs 30 to 60 ms.
 tantivy keeps block-level score bounds and skips blocks that cannot reach the top k (block-max
-WAND): the same queries take about a millisecond (docs/benchmarks.md).
+WAND): `python -m benchmarks.search_latency --scale 100k --keyword-engine fts5` compares the two.
 
 The index is derived data. Each chunk is a document with its id, knowledge base and node (raw
 terms, for the scope filter inside the query) and its indexed text (English stemming). Chunks of

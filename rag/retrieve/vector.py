@@ -99,8 +99,8 @@ class ChromaVectorLane:
     """One Chroma collection per knowledge base and embedding model.
 
     A knowledge-base scope is then a choice of collections, not a metadata filter: Chroma's
-    `where` filter costs ~30 ms per query even at 10,000 vectors (measured, docs/benchmarks.md),
-    an unfiltered query ~2 ms. Only a folder scope filters, on the documents it allows. Results of
+    `where` filter costs far more than an unfiltered query (`python -m benchmarks.search_latency
+    --profile` times both). Only a folder scope filters, on the documents it allows. Results of
     several knowledge bases merge by cosine similarity, which the one model makes comparable.
 
     Chroma and the model are opened on first use (`open`), not when the lane is made: the model
