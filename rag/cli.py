@@ -240,6 +240,7 @@ def serve(
     from rag.api.access_log import log_config
     from rag.api.app import serving_process
     from rag.api.server import uvicorn_options
+    from rag.first_token import first_run_token
     from rag.origins import bind_warning
 
     if workers > 1 and _settings().embedded:
@@ -251,7 +252,8 @@ def serve(
     # The service is opened here rather than in the app's lifespan so that a store held by another
     # process is the CLI's clear message and exit code 3, not a traceback from uvicorn's start-up.
     with service(writer=True, serving=workers == 1) as svc:
-        _first_run_token(svc)
+        # No person has a token yet: one for the local user, its secret in RAG_HOME/admin-token.
+        first_run_token(svc, sys.stderr.write, lambda message: _error(message, "warning"))
         if (warning := bind_warning(host, svc.settings.allowed_hosts)) is not None:
             _error(warning, "warning")  # /mcp's Host check (rag/origins.py)
         # Deadlines for a request's head and body and a cap on open connections (rag/api/server.py).
@@ -294,34 +296,6 @@ def _announce(home: Path, url: str) -> str | None:
     except OSError as exc:
         _error(f"the local CLI cannot use this server (its secret could not be written: {exc.strerror})", "warning")
         return None
-
-
-def _first_run_token(svc) -> None:
-    """A store where no person has a token yet: make an admin token for the local user and print it
-    once, on standard error (the terminal; never the log file), so that the first call can be made."""
-    if any(t.kind == "person" for t in svc.list_tokens()):
-        return
-    import getpass
-
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no login name (a container without a passwd entry)
-        user = "local admin"
-    workspace = svc.settings.default_workspace
-    try:
-        secret, info = svc.create_token(workspace, "admin", ["knowledge:write"], "all", [], False, None, name=user)
-    except Exception as exc:  # a full disk: serve what can be read all the same
-        if not (isinstance(exc, RagError) or is_storage_full(exc)):
-            raise
-        _error(f"no first admin token was made: {exc.message if isinstance(exc, RagError) else STORAGE_FULL}",
-               "warning")
-        return
-    sys.stderr.write(
-        f"No person had a token for this store, so one was made: {info.token_id}, admin of workspace "
-        f"{workspace!r}, for {user!r}. It is shown this once (it is not in any log):\n\n"
-        f"    export RAG_TOKEN={secret}\n\n"
-        "More tokens: `rag token create` (it works beside this server); docs/service.md.\n"
-    )
 
 
 @app.command()
