@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -150,7 +151,7 @@ def ingest(
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Import a directory tree as folders and documents, and publish them. Run again, it changes only what changed."""
-    with _progress_bar(json_out) as progress:
+    with _progress_bar(json_out, "ingest") as progress:
         # The path as the server would read it too (it may run the command, in another directory).
         report = _one(run("ingest", True, progress, path=os.path.abspath(path), workspace=workspace, kb=kb))
     s = report["summary"]
@@ -437,14 +438,19 @@ _STAGES = {
 
 
 @contextmanager
-def _progress_bar(quiet: bool) -> Iterator:
-    """A progress callback that draws bars on standard error (`quiet`: gone when done, and none
-    at all unless standard error is a terminal)."""
+def _progress_bar(quiet: bool, command: str) -> Iterator:
+    """A progress callback on standard error: bars on a terminal (`quiet`: gone when done);
+    elsewhere (`rag ingest docs > log 2>&1`, a service manager) plain lines, so that a log shows the
+    command moving: `ingest: reading files 10/14 (2 s)`, each stage's first and last report and at
+    most one line a second between them (`quiet`: none, as for a program reading --json)."""
+    if not err().is_terminal:
+        yield (lambda *_: None) if quiet else _progress_lines(command)
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err(), transient=quiet, disable=quiet and not err().is_terminal,
+        console=err(), transient=quiet,
     ) as bar:
         tasks: dict[str, int] = {}
 
@@ -454,6 +460,29 @@ def _progress_bar(quiet: bool) -> Iterator:
             bar.update(tasks[stage], completed=done, total=total)
 
         yield progress
+
+
+PROGRESS_LINE_SECONDS = 1.0
+
+
+def _progress_lines(command: str, clock=time.monotonic):
+    """The plain-text progress callback: a line per stage when it starts, when it ends (done ==
+    total) and at most every PROGRESS_LINE_SECONDS between."""
+    started: dict[str, float] = {}
+    last: dict[str, tuple[float, int, int]] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        now = clock()
+        began = started.setdefault(stage, now)
+        before = last.get(stage)
+        if before is not None and ((done, total) == before[1:]
+                                   or (done < total and now - before[0] < PROGRESS_LINE_SECONDS)):
+            return
+        last[stage] = (now, done, total)
+        sys.stderr.write(f"{command}: {_STAGES.get(stage, stage)} {done}/{total} ({now - began:.0f} s)\n")
+        sys.stderr.flush()
+
+    return progress
 
 
 def _counts_table(counts: dict[str, int], extra: dict[str, object]) -> Table:
@@ -483,7 +512,7 @@ def export_store(
     (whole store only) the principals and tokens. Chunks and vectors are rebuilt by the import."""
     to_stdout = file == "-"
     report = None
-    with _progress_bar(to_stdout) as progress:
+    with _progress_bar(to_stdout, "export") as progress:
         # The path as the server would read it too (it may run the command, in another directory).
         events = run("export", False, progress, sys.stdout.buffer if to_stdout else None,
                      file=file if to_stdout else os.path.abspath(file), kb=list(kb or ()), workspace=workspace)
@@ -510,7 +539,7 @@ def import_store(
 ) -> None:
     """Load an archive into the store the settings name (RAG_DATABASE_URL, RAG_CHROMA_URL, RAG_HOME) with the
     same ids, and index its published versions. A store that already holds any of it is left unchanged."""
-    with _progress_bar(json_out) as progress:
+    with _progress_bar(json_out, "import") as progress:
         report = _one(run("import", True, progress, file=os.path.abspath(file)))["report"]
     if json_out:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
