@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -150,7 +151,7 @@ def ingest(
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Import a directory tree as folders and documents, and publish them. Run again, it changes only what changed."""
-    with _progress_bar(json_out) as progress:
+    with _progress_bar(json_out, "ingest") as progress:
         # The path as the server would read it too (it may run the command, in another directory).
         report = _one(run("ingest", True, progress, path=os.path.abspath(path), workspace=workspace, kb=kb))
     s = report["summary"]
@@ -240,6 +241,7 @@ def serve(
     from rag.api.access_log import log_config
     from rag.api.app import serving_process
     from rag.api.server import uvicorn_options
+    from rag.first_token import first_run_token
     from rag.origins import bind_warning
 
     if workers > 1 and _settings().embedded:
@@ -251,7 +253,8 @@ def serve(
     # The service is opened here rather than in the app's lifespan so that a store held by another
     # process is the CLI's clear message and exit code 3, not a traceback from uvicorn's start-up.
     with service(writer=True, serving=workers == 1) as svc:
-        _first_run_token(svc)
+        # No person has a token yet: one for the local user, its secret in RAG_HOME/admin-token.
+        first_run_token(svc, sys.stderr.write, lambda message: _error(message, "warning"))
         if (warning := bind_warning(host, svc.settings.allowed_hosts)) is not None:
             _error(warning, "warning")  # /mcp's Host check (rag/origins.py)
         # Deadlines for a request's head and body and a cap on open connections (rag/api/server.py).
@@ -294,34 +297,6 @@ def _announce(home: Path, url: str) -> str | None:
     except OSError as exc:
         _error(f"the local CLI cannot use this server (its secret could not be written: {exc.strerror})", "warning")
         return None
-
-
-def _first_run_token(svc) -> None:
-    """A store where no person has a token yet: make an admin token for the local user and print it
-    once, on standard error (the terminal; never the log file), so that the first call can be made."""
-    if any(t.kind == "person" for t in svc.list_tokens()):
-        return
-    import getpass
-
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no login name (a container without a passwd entry)
-        user = "local admin"
-    workspace = svc.settings.default_workspace
-    try:
-        secret, info = svc.create_token(workspace, "admin", ["knowledge:write"], "all", [], False, None, name=user)
-    except Exception as exc:  # a full disk: serve what can be read all the same
-        if not (isinstance(exc, RagError) or is_storage_full(exc)):
-            raise
-        _error(f"no first admin token was made: {exc.message if isinstance(exc, RagError) else STORAGE_FULL}",
-               "warning")
-        return
-    sys.stderr.write(
-        f"No person had a token for this store, so one was made: {info.token_id}, admin of workspace "
-        f"{workspace!r}, for {user!r}. It is shown this once (it is not in any log):\n\n"
-        f"    export RAG_TOKEN={secret}\n\n"
-        "More tokens: `rag token create` (it works beside this server); docs/service.md.\n"
-    )
 
 
 @app.command()
@@ -463,14 +438,19 @@ _STAGES = {
 
 
 @contextmanager
-def _progress_bar(quiet: bool) -> Iterator:
-    """A progress callback that draws bars on standard error (`quiet`: gone when done, and none
-    at all unless standard error is a terminal)."""
+def _progress_bar(quiet: bool, command: str) -> Iterator:
+    """A progress callback on standard error: bars on a terminal (`quiet`: gone when done);
+    elsewhere (`rag ingest docs > log 2>&1`, a service manager) plain lines, so that a log shows the
+    command moving: `ingest: reading files 10/14 (2 s)`, each stage's first and last report and at
+    most one line a second between them (`quiet`: none, as for a program reading --json)."""
+    if not err().is_terminal:
+        yield (lambda *_: None) if quiet else _progress_lines(command)
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err(), transient=quiet, disable=quiet and not err().is_terminal,
+        console=err(), transient=quiet,
     ) as bar:
         tasks: dict[str, int] = {}
 
@@ -480,6 +460,29 @@ def _progress_bar(quiet: bool) -> Iterator:
             bar.update(tasks[stage], completed=done, total=total)
 
         yield progress
+
+
+PROGRESS_LINE_SECONDS = 1.0
+
+
+def _progress_lines(command: str, clock=time.monotonic):
+    """The plain-text progress callback: a line per stage when it starts, when it ends (done ==
+    total) and at most every PROGRESS_LINE_SECONDS between."""
+    started: dict[str, float] = {}
+    last: dict[str, tuple[float, int, int]] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        now = clock()
+        began = started.setdefault(stage, now)
+        before = last.get(stage)
+        if before is not None and ((done, total) == before[1:]
+                                   or (done < total and now - before[0] < PROGRESS_LINE_SECONDS)):
+            return
+        last[stage] = (now, done, total)
+        sys.stderr.write(f"{command}: {_STAGES.get(stage, stage)} {done}/{total} ({now - began:.0f} s)\n")
+        sys.stderr.flush()
+
+    return progress
 
 
 def _counts_table(counts: dict[str, int], extra: dict[str, object]) -> Table:
@@ -509,7 +512,7 @@ def export_store(
     (whole store only) the principals and tokens. Chunks and vectors are rebuilt by the import."""
     to_stdout = file == "-"
     report = None
-    with _progress_bar(to_stdout) as progress:
+    with _progress_bar(to_stdout, "export") as progress:
         # The path as the server would read it too (it may run the command, in another directory).
         events = run("export", False, progress, sys.stdout.buffer if to_stdout else None,
                      file=file if to_stdout else os.path.abspath(file), kb=list(kb or ()), workspace=workspace)
@@ -536,7 +539,7 @@ def import_store(
 ) -> None:
     """Load an archive into the store the settings name (RAG_DATABASE_URL, RAG_CHROMA_URL, RAG_HOME) with the
     same ids, and index its published versions. A store that already holds any of it is left unchanged."""
-    with _progress_bar(json_out) as progress:
+    with _progress_bar(json_out, "import") as progress:
         report = _one(run("import", True, progress, file=os.path.abspath(file)))["report"]
     if json_out:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")

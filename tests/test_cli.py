@@ -69,6 +69,42 @@ def test_reingest_summary_and_errors_without_tracebacks(cli_home):
     assert empty.returncode == 2 and "`query` must be a non-empty string" in empty.stderr
 
 
+PROGRESS_LINE = re.compile(r"ingest: (reading files|indexing chunks) (\d+)/(\d+) \((\d+) s\)")
+
+
+def test_progress_is_plain_lines_when_the_output_is_not_a_terminal(cli_home, tmp_path):
+    """`rag ingest docs > log 2>&1`: no bars drawn in the log, but lines that show it moving."""
+    _, pages = cli_home
+    result = rag(tmp_path / "home", "ingest", str(pages))  # standard output and error: pipes
+    assert result.returncode == 1, result.stderr
+    assert "\x1b" not in result.stderr and "━" not in result.stderr
+    lines = [PROGRESS_LINE.fullmatch(line) for line in result.stderr.splitlines() if line.startswith("ingest: ")]
+    assert lines and all(lines), result.stderr
+    by_stage = {stage: [m for m in lines if m[1] == stage] for stage in ("reading files", "indexing chunks")}
+    assert by_stage["reading files"][-1].group(2, 3) == ("6", "6")
+    chunks = re.search(r"│ +(\d+) │ +[\d.]+ │$", result.stdout, re.M)[1]  # the summary's chunks column
+    assert by_stage["indexing chunks"][-1].group(2, 3) == (chunks, chunks)
+    for found in by_stage.values():  # its first and last line, and at most one a second between
+        assert len(found) <= 2 + int(found[-1][4]) + 1
+    again = rag(tmp_path / "home", "ingest", str(pages), "--json")  # a program reads it: no lines
+    assert json.loads(again.stdout)["unchanged"] == 5 and "ingest: " not in again.stderr
+
+
+def test_progress_lines_are_bounded_to_one_a_second_per_stage(capsys):
+    from rag.cli import _progress_lines
+
+    now = [0.0]
+    progress = _progress_lines("ingest", clock=lambda: now[0])
+    for done in range(1001):  # 1,000 files in 5 s, a report every 5 ms
+        progress("reading", done, 1000)
+        now[0] += 0.005
+    progress("reading", 1000, 1000)  # the last report again: not a second line
+    progress("indexing", 0, 40)
+    printed = capsys.readouterr().err.splitlines()
+    assert printed[0] == "ingest: reading files 0/1000 (0 s)" and printed[-2] == "ingest: reading files 1000/1000 (5 s)"
+    assert len(printed) == 1 + 4 + 1 + 1 and printed[-1] == "ingest: indexing chunks 0/40 (0 s)"
+
+
 def test_a_second_writer_is_refused_with_the_holder_named(cli_home):
     from rag.service import KnowledgeService
     from rag.settings import Settings

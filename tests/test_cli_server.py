@@ -1,4 +1,5 @@
-"""The first ten minutes (issue 16): `rag serve` on a fresh store prints an admin token that works,
+"""The first ten minutes (issue 16): `rag serve` on a fresh store makes an admin token that works
+(its secret in a 0600 file in RAG_HOME whose path it prints, issue 28),
 and the CLI works beside the running server (over HTTP, with the 0600 secret), with the output it
 gives on its own; /docs works offline; `rag token list` piped shows whole values; chat usage."""
 
@@ -79,25 +80,32 @@ def served(tmp_path_factory):
 
 
 def _first_token(served) -> str:
-    """The admin token `rag serve` printed: read from its standard error, as a user reads the terminal."""
+    """The admin token `rag serve` made: from the file whose path it printed on standard error, as
+    a user does with the `export` line it shows."""
     if "token" not in served:
         lines = []
         while not any(line.startswith("    export RAG_TOKEN=") for line in lines):
             lines.append(served["server"].stderr.readline())
-            assert lines[-1], "rag serve printed no token"
-        served["token"] = next(line for line in lines if "export RAG_TOKEN=" in line).split("=", 1)[1].strip()
+            assert lines[-1], "rag serve printed no token file"
         served["banner"] = "".join(lines)
+        path = served["home"] / "admin-token"
+        assert f"    export RAG_TOKEN=$(cat {path})\n" in served["banner"]
+        served["token"] = path.read_text().strip()
     return served["token"]
 
 
-def test_first_run_prints_an_admin_token_that_works_and_is_in_no_log(served):
+def test_first_run_writes_an_admin_token_that_works_to_a_private_file_and_in_no_log(served):
     token = _first_token(served)
-    assert "admin of workspace 'default'" in served["banner"] and "shown this once" in served["banner"]
+    assert "admin of workspace 'default'" in served["banner"] and "readable by you alone" in served["banner"]
+    assert token.startswith("rag_") and token not in served["banner"]
+    path = served["home"] / "admin-token"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.stat().st_uid == os.geteuid()
+    assert path.read_text() == token + "\n"
     found = httpx.post(f"{served['url']}/v1/search", json={"query": "annual leave", "limit": 1},
                        headers={"Authorization": f"Bearer {token}"}, timeout=120)
     assert found.status_code == 200 and found.json()["results"][0]["document_id"] == LEAVE_DOC
     logs = "".join(p.read_text(errors="replace") for p in (served["home"] / "logs").rglob("*") if p.is_file())
-    assert token not in logs
+    assert token not in logs and str(path) in logs  # the log says where it is, never what it is
     listed = rag(served["home"], "token", "list", "--json")
     tokens = json.loads(listed.stdout)
     assert [(t["kind"], t["role"], t["access"]) for t in tokens] == [("person", "admin", "all")]
@@ -240,9 +248,11 @@ def test_rag_mcp_beside_the_server_relays_its_tools(served):
 def test_the_server_stopped_the_cli_opens_the_store_again(served):
     server, home = served["server"], served["home"]
     beside = rag(home, "search", QUESTION, "--limit", "3")
+    token = _first_token(served)
     server.send_signal(signal.SIGTERM)  # as a service manager stops it (Ctrl-C: tests/test_api_serve.py)
-    _, err = server.communicate(timeout=120)
+    out, err = server.communicate(timeout=120)
     assert server.returncode == 0 and "Traceback" not in err
+    assert token not in out + served["banner"] + err  # everything it printed: the secret is in the file alone
     assert not (home / "rag.lock.secret").exists() and not (home / "rag.lock.holder").exists()
     alone = rag(home, "search", QUESTION, "--limit", "3")
     assert alone.returncode == 0 and alone.stdout == beside.stdout

@@ -36,18 +36,44 @@ def home(tmp_path_factory) -> tuple[Path, str]:
         return path, token(svc, access="all")
 
 
-def inspector(home: tuple[Path, str], *args: str) -> dict:
-    npx = shutil.which("npx")
-    if npx is None:
-        if os.environ.get("CI"):
-            pytest.fail("npx is missing: CI must run the MCP Inspector")
-        pytest.skip("npx is missing (the MCP Inspector CLI runs on Node)")
+INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"  # as README.md and docs/mcp.md pin it
+NODE_NEEDED = (22, 19)  # the Inspector's engines; scripts/install-node.sh puts one in the cache when older
+CACHED_NODE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rag" / "node" / "node_modules" / ".bin"
+
+
+def _node_version(node: str) -> tuple[int, ...]:
+    done = subprocess.run([node, "-p", "process.versions.node"], capture_output=True, text=True, timeout=60)
+    return tuple(int(part) for part in done.stdout.strip().split(".")) if done.returncode == 0 else ()
+
+
+def _missing(why: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{why}: CI must run the MCP Inspector (scripts/install.sh --test installs it)")
+    pytest.skip(f"{why} (the MCP Inspector CLI runs on Node; scripts/install-node.sh)")
+
+
+def inspector_env() -> dict[str, str]:
+    """The environment npx runs the Inspector in: PATH with a Node >= 22.19 first, the PATH's own
+    when new enough, else the one scripts/install-node.sh installed."""
+    if shutil.which("npx") is None:
+        _missing("npx is missing")
+    node = shutil.which("node")
+    if node is None or _node_version(node) < NODE_NEEDED:
+        if _node_version(str(CACHED_NODE / "node")) < NODE_NEEDED:
+            _missing(f"no Node >= 22.19 on PATH or in {CACHED_NODE}")
+        return {**os.environ, "PATH": f"{CACHED_NODE}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return dict(os.environ)
+
+
+def inspector(home: tuple[Path, str], *args: str, code: int = 0) -> dict:
+    """The Inspector CLI's JSON answer, its exit code `code` (5: a tool answered isError)."""
     path, secret = home
-    command = [npx, "-y", "@modelcontextprotocol/inspector", "--cli", "-e", f"RAG_HOME={path}",
+    command = ["npx", "-y", INSPECTOR, "--cli", "-e", f"RAG_HOME={path}",
                "-e", f"RAG_TOKEN={secret}", *(a for n, v in PASSED_ON.items() for a in ("-e", f"{n}={v}")), RAG, "mcp",
                *args]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-2000:]
+    env = inspector_env()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == code, result.stderr[-2000:]
     return json.loads(result.stdout)
 
 
@@ -57,8 +83,10 @@ def test_the_inspector_lists_the_tools_and_calls_one(home):
     search = next(t for t in listed if t["name"] == "search_knowledge")
     assert search["annotations"]["readOnlyHint"] is True and search["annotations"]["openWorldHint"] is False
     assert search["outputSchema"]["type"] == "object" and search["inputSchema"]["required"] == ["query"]
-    called = inspector(home, "--method", "tools/call", "--tool-name", "search_knowledge_base")
+    called = inspector(home, "--method", "tools/call", "--tool-name", "search_knowledge_base", code=5)
     assert called == {"content": [{"type": "text", "text": "query is required"}], "isError": True}
+    asked = inspector(home, "--method", "tools/call", "--tool-name", "search_knowledge", "--tool-arg", "query=annual leave")
+    assert asked["isError"] is False and asked["structuredContent"]["results"] == []  # docs/mcp.md's call; no documents
 
 
 def test_the_sdk_stdio_client_drives_rag_mcp(home):

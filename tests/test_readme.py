@@ -83,4 +83,7 @@ def test_readme_blocks_run_in_order(tmp_path):
             os.killpg(server.pid, signal.SIGINT)
             server.wait(timeout=120)
     assert server is not None and ran >= 5
-    assert "export RAG_TOKEN=rag_" in server_log.read_text()  # the first run's token, on the terminal
+    # The first run's token: its secret in a file of the home, the terminal told where, never what.
+    token_file = tmp_path / "home" / "admin-token"
+    assert f"export RAG_TOKEN=$(cat {token_file})" in server_log.read_text()
+    assert token_file.read_text().strip() not in server_log.read_text()
