@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from ..support.api_support import LEAVE_QUESTION, live_api, sse_events
+from ..support.processes import LEAVE_DOC
 
-LEAVE_DOC = "fs:default:default:travel-and-leave/leave.md"
 
 
 @pytest.fixture(scope="module")

@@ -2,31 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
 
 from ..support.api_support import build_home
-from .test_api_search_ask import LEAVE_DOC
-
-
-def rag(home: Path, *args: str, **kwargs) -> subprocess.Popen:
-    env = {**os.environ, "RAG_HOME": str(home)}
-    return subprocess.Popen([sys.executable, "-m", "rag.cli", *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from ..support.processes import LEAVE_DOC, free_port
+from ..support.processes import rag_process as rag
 
 
 def test_rag_serve_serves_until_interrupted_and_a_second_one_is_refused(tmp_path):

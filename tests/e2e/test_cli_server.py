@@ -11,16 +11,13 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Callable
 
 import httpx
 import pytest
 
 from ..support.api_support import build_home
-from .test_api_serve import free_port
-from .test_api_search_ask import LEAVE_DOC
+from ..support.processes import LEAVE_DOC, free_port, wait_for_health
 
 QUESTION = "How much annual leave do I earn?"
 LONG_NAME = "reviewer-with-a-rather-long-name-for-a-table-column"
@@ -30,20 +27,6 @@ def rag(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedPro
     env = {**os.environ, "RAG_HOME": str(home)}
     return subprocess.run([sys.executable, "-m", "rag.cli", *args], capture_output=True, text=True, env=env,
                           timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def wait_for_health(url: str, server: subprocess.Popen, why: Callable[[], str], seconds: float = 300) -> None:
-    """Until `rag serve` answers /healthz; `why` says what went wrong when it stops first."""
-    deadline = time.monotonic() + seconds
-    while True:
-        assert server.poll() is None, f"rag serve stopped: {why()[-3000:]}"
-        try:
-            if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "rag serve did not answer /healthz"
-        time.sleep(0.2)
 
 
 def _commands(home: Path) -> dict[str, subprocess.CompletedProcess]:

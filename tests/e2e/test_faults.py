@@ -29,8 +29,7 @@ from rag.settings import Settings
 
 from ..support.chromaserver import start_chroma, stop_chroma
 from ..support.mcp_support import http_session, run
-from .test_api_serve import free_port
-from .test_scale_out import wait_until
+from ..support.processes import free_port, wait_until
 
 ADMIN = Principal.local_admin("default")
 WORDS = ("amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper", "kestrel",

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import resource
-import select
 import signal
 import socket
 import subprocess
@@ -22,8 +21,7 @@ import pytest
 from rag.api.server import connection_room
 from rag.settings import Settings
 
-from .test_api_serve import free_port
-from .test_cli_server import wait_for_health
+from ..support.processes import closed_by_server, free_port, readable, wait_for_health
 
 HEAD_TIMEOUT = 2.0
 BODY_TIMEOUT = 3.0
@@ -60,32 +58,8 @@ def server(tmp_path_factory):
         proc.communicate(timeout=60)
 
 
-def readable(sock: socket.socket, seconds: float) -> bool:
-    """Whether `sock` has data (or its end) within `seconds`: poll, not select, which refuses the
-    descriptors above 1023 a long test session holds."""
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(seconds * 1000))
-
-
 def connect(port: int) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=5)
-
-
-def closed_by_server(sock: socket.socket, seconds: float) -> tuple[float | None, bytes]:
-    """Seconds until the server closed `sock` (None: still open after `seconds`), and what it sent."""
-    start, got = time.monotonic(), b""
-    deadline = start + seconds
-    while (left := deadline - time.monotonic()) > 0:
-        if readable(sock, min(left, 0.5)):
-            try:
-                data = sock.recv(65536)
-            except ConnectionResetError:
-                return time.monotonic() - start, got
-            if not data:
-                return time.monotonic() - start, got
-            got += data
-    return None, got
 
 
 def log_text(server) -> str:

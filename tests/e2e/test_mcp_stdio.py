@@ -120,7 +120,7 @@ def test_the_tools_are_listed_before_the_engines_open_and_a_call_reports_their_f
     """`rag mcp` answers initialize and tools/list once the token is checked; Chroma and the model
     open in the background. Here the vector store cannot open (a Chroma server nobody runs): the
     tools are listed all the same, and a call that needs it says so as a tool error."""
-    from .test_api_serve import free_port
+    from ..support.processes import free_port
 
     path, secret = home
     server = StdioServerParameters(command=RAG, args=["mcp"], env={

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from ..support.api_support import build_home
-from .test_api_serve import free_port
-from .test_cli_server import wait_for_health
+from ..support.processes import free_port, wait_for_health
 
 NOBODY = 65534
 REPAIRED = "made RAG_HOME private"

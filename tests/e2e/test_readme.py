@@ -48,7 +48,7 @@ def _matches(expected: str, printed: str) -> bool:
 
 
 def test_readme_blocks_run_in_order(tmp_path):
-    from .test_cli_server import free_port, wait_for_health
+    from ..support.processes import free_port, wait_for_health
 
     port = free_port()
     state = tmp_path / "exports.sh"

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,8 +25,7 @@ from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
 from rag.store.models import ARCHIVED, PUBLISHED, PUBLISHING, Chunk, DocumentVersion
 
-from .test_api_serve import free_port
-from .test_http_bounds import closed_by_server
+from ..support.processes import closed_by_server, free_port, wait_until
 
 BODY = "# Kiwi rota\n\nThe kiwi rota starts on Monday at nine.\n"
 
@@ -58,14 +56,6 @@ ADMIN = Principal.local_admin("default")
 
 def published(svc: KnowledgeService, node_id: str) -> list[int]:
     return [v.number for v in svc.versions(ADMIN, node_id) if v.status == PUBLISHED]
-
-
-def wait_until(condition, timeout: float = 120.0, what: str = "the condition"):
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-    return found
 
 
 def test_concurrent_edits_from_two_workers_become_consecutive_versions(workers):

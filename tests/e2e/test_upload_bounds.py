@@ -118,7 +118,8 @@ def _gone(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table in /proc")
 def test_rag_serve_exits_at_once_on_sigterm_while_a_parse_runs(tmp_path):
-    from .test_api_serve import free_port, rag
+    from ..support.processes import free_port
+    from ..support.processes import rag_process as rag
 
     home = tmp_path / "home"
     made = rag(home, "token", "create", "--workspace", "default", "--role", "editor", "--scope", "knowledge:write")
