@@ -5,7 +5,7 @@ a caller's access may appear in any answer (no id, name, excerpt, count, path or
 outside it answers exactly as a missing id (same status, same message), and a write outside it
 fails the same way and changes nothing.
 
-One small world per deployment (tests/access_world.py) is shared by the read checks; the write
+One small world per deployment (tests/support/access_world.py) is shared by the read checks; the write
 checks come after them and prove the world unchanged, and the writes that succeed make their own
 nodes. Each test collects every finding before failing, so one run lists every leak."""
 

@@ -232,7 +232,7 @@ def test_the_server_stopped_the_cli_opens_the_store_again(served):
     server, home = served["server"], served["home"]
     beside = rag(home, "search", QUESTION, "--limit", "3")
     token = _first_token(served)
-    server.send_signal(signal.SIGTERM)  # as a service manager stops it (Ctrl-C: tests/test_api_serve.py)
+    server.send_signal(signal.SIGTERM)  # as a service manager stops it (Ctrl-C: tests/e2e/test_api_serve.py)
     out, err = server.communicate(timeout=120)
     assert server.returncode == 0 and "Traceback" not in err
     assert token not in out + served["banner"] + err  # everything it printed: the secret is in the file alone

@@ -1,5 +1,5 @@
 """The model path over real HTTP: litellm's own OpenAI provider, HTTP client and SSE parsing talk to a
-loopback OpenAI-compatible server (tests/llm_server.py) that plays scripted replies, through the real
+loopback OpenAI-compatible server (tests/support/llm_server.py) that plays scripted replies, through the real
 service, the HTTP API (POST /v1/ask, the OpenAI-compatible chat completions with the `openai`
 package) and the judge of `rag eval run`.
 

@@ -2,7 +2,7 @@
 are built: every MCP tool's input schema and every HTTP route's parameters and body say exactly what
 the declarations say, so a bound can no longer be written twice and drift (a node id was 64
 characters over HTTP and 200 in the service). What each surface then answers for the same bad input
-is checked against a live server in tests/test_input_bounds.py."""
+is checked against a live server in tests/e2e/test_input_bounds.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The editor's pages without a browser (FastAPI's TestClient): sessions, CSRF on every write, the
 agent refusal, the service's own messages, the security headers, and the Markdown sanitiser.
-tests/test_editor_browser.py runs the same pages in Chromium."""
+tests/e2e/test_editor_browser.py runs the same pages in Chromium."""
 
 from __future__ import annotations
 

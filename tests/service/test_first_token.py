@@ -1,7 +1,7 @@
 """`rag serve`'s first admin token goes to RAG_HOME/admin-token (0600), never to the terminal: a
 file already there is replaced only when it is an earlier store's token, and anything else there
 (a link, other content) is left alone, no token made, with a warning (issue 28). The server end to
-end: tests/test_cli_server.py."""
+end: tests/e2e/test_cli_server.py."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ completed" of a crash; no error carries a traceback, an SQL statement or a drive
 query text sent.
 
 The embedded default only: the suite exercises the surfaces' argument handling, which is the same
-on both deployments (tests/test_input_bounds.py checks the bounds on both).
+on both deployments (tests/e2e/test_input_bounds.py checks the bounds on both).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def test_two_rag_homes_never_see_each_other(tmp_path, small_tree):
 
 def test_a_second_process_is_told_who_holds_the_store(settings, svc):
     if not settings.embedded:
-        pytest.skip("the scale-out store has no home lock: workers share it (tests/test_scale_out.py)")
+        pytest.skip("the scale-out store has no home lock: workers share it (tests/e2e/test_scale_out.py)")
     code = textwrap.dedent(
         f"""
         from rag.settings import Settings

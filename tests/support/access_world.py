@@ -1,4 +1,4 @@
-"""The world of the access matrix (tests/test_access_matrix.py): two workspaces with a few folders
+"""The world of the access matrix (tests/e2e/test_access_matrix.py): two workspaces with a few folders
 and documents whose names and bodies carry one distinctive marker word each, the callers (one token
 per row of a table: workspace x access x role x scopes x person/agent, and a principal with two
 memberships), and the oracle: what each caller may see, and the words and ids it must never meet.
