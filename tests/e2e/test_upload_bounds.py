@@ -16,8 +16,7 @@ import pytest
 from rag.settings import ParseSettings, Settings, UploadSettings
 
 from ..support import hostile_files as hostile
-from ..support.api_support import live_api
-from .test_uploads import stored, upload
+from ..support.api_support import live_api, stored, upload
 
 SLOW_HTML = "attributes.html"  # ~20 s of CPU in lxml, bounded here to 3 s
 

@@ -14,15 +14,13 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from sqlalchemy import func, select
 
 from rag.errors import InvalidArgument, NotFound
 from rag.service import KnowledgeService, Principal
 from rag.service.originals import content_disposition
 from rag.settings import Settings
-from rag.store.models import DocumentOriginal, Node
 
-from ..support.api_support import live_api
+from ..support.api_support import live_api, stored, upload
 from ..support.paths import SHARED
 
 OFFICE = SHARED / "datasets" / "office_docs" / "files"
@@ -39,18 +37,6 @@ NOTE = "# Bike shed\n\nThe bike shed opens at seven, and the zebra key hangs by 
 def api(tmp_path_factory):
     root = tmp_path_factory.mktemp("api-uploads")
     yield from live_api(root, Settings(home=root / "home", upload_max_bytes=LIMIT))
-
-
-def stored(svc: KnowledgeService) -> tuple[int, int]:
-    """(nodes, original files) in the store: what a refused upload must leave as it was."""
-    with svc.db.session() as session:
-        return (int(session.scalar(select(func.count()).select_from(Node))),
-                int(session.scalar(select(func.count()).select_from(DocumentOriginal))))
-
-
-def upload(client, filename: str, data: bytes, **form):
-    return client.post("/v1/uploads", files={"file": (filename, data, "application/octet-stream")},
-                       data={k: str(v).lower() if isinstance(v, bool) else v for k, v in form.items()})
 
 
 def test_a_markdown_upload_is_a_draft_whose_original_comes_back(api):

@@ -11,10 +11,7 @@ from pathlib import Path
 
 import pytest
 
-
-def rag(home: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RAG_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "rag.cli", *args], capture_output=True, text=True, env=env, timeout=600)
+from ..support.processes import rag_run as rag
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
 
 from evals.answer_metrics import strip_citations
 from evals.answer_report import pages_markdown, pages_table_rows
@@ -27,9 +25,9 @@ from evals.page_metrics import PAGE_METRICS, aggregate, groups, key_hit, key_in,
 from evals.pages import (
     ALL, ANY, SUBSTRING, WORD, PageQuestion, is_pages_layout, load_pages, page_id, question_from_record, split_of,
 )
-from rag.cli import app
 from rag.synthesize.types import ABSTENTION
 
+from ..support.evals import rag_eval, read_rows, run_json
 from ..support.paths import SHARED
 
 UV_DOCS = SHARED / "datasets" / "uv_docs"
@@ -186,20 +184,6 @@ def uv_slice(root: Path) -> Path:
         shutil.copyfile(UV_DOCS / "pages" / page, root / "pages" / page)
     (root / "questions.jsonl").write_text("".join(json.dumps(x) + "\n" for x in chosen))
     return root
-
-
-def rag_eval(*args: str, env: dict[str, str] | None = None) -> Result:
-    return CliRunner().invoke(app, ["eval", "run", *args], env=env)
-
-
-def run_json(*args: str, env: dict[str, str] | None = None) -> dict:
-    result = rag_eval(*args, "--json", env=env)
-    assert result.exit_code == 0, (result.stderr, result.exception)
-    return json.loads(result.stdout)
-
-
-def read_rows(out: Path) -> dict[str, dict]:
-    return {row["id"]: row for row in map(json.loads, (out / "questions.jsonl").read_text().splitlines())}
 
 
 @dataclass(frozen=True)

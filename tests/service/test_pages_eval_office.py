@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from ..support.paths import SHARED
-from .test_eval_pages import read_rows, run_json
+from ..support.evals import read_rows, run_json
 
 OFFICE = SHARED / "datasets" / "office_docs"
 FILES = ["pdf/latex-two-column.pdf", "pdf/google-doc-example.pdf", "pdf/bad-encrypted.pdf",

@@ -12,16 +12,10 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from rag.settings import Settings
-from rag.store.db import _ALEMBIC_INI, Database, head_revision
+from rag.store.db import Database, head_revision
 from rag.store.lock import configured_home
 
-
-def alembic_config():
-    from alembic.config import Config
-
-    config = Config(str(_ALEMBIC_INI))
-    config.set_main_option("script_location", str(_ALEMBIC_INI.parent / "migrations"))
-    return config
+from ..support.store import alembic_config
 
 
 def alembic_heads() -> list[str]:

@@ -22,7 +22,7 @@ from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
 from rag.store.models import new_id
 
-from .test_store_open import alembic_config
+from ..support.store import alembic_config
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
 QUESTION = "How many days of annual leave?"

@@ -12,7 +12,7 @@ from sqlalchemy import select, text, update
 from rag.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from rag.store.models import Activity, ApiToken, utcnow
 
-from .test_cli import rag
+from ..support.processes import rag_run as rag
 
 INVALID = "^invalid or expired token$"
 

@@ -14,10 +14,12 @@ from typing import Iterator
 
 import httpx
 import uvicorn
+from sqlalchemy import func, select
 
 from rag.api import create_app
 from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
+from rag.store.models import DocumentOriginal, Node
 
 from .paths import HANDBOOK, SMALL_SET
 
@@ -120,3 +122,15 @@ def sse_events(response: httpx.Response) -> list[tuple[str | None, str]]:
     if data:
         events.append((name, "\n".join(data)))
     return events
+
+
+def stored(svc: KnowledgeService) -> tuple[int, int]:
+    """(nodes, original files) in the store: what a refused upload must leave as it was."""
+    with svc.db.session() as session:
+        return (int(session.scalar(select(func.count()).select_from(Node))),
+                int(session.scalar(select(func.count()).select_from(DocumentOriginal))))
+
+
+def upload(client, filename: str, data: bytes, **form):
+    return client.post("/v1/uploads", files={"file": (filename, data, "application/octet-stream")},
+                       data={k: str(v).lower() if isinstance(v, bool) else v for k, v in form.items()})

@@ -31,6 +31,12 @@ def rag_process(home: Path, *args: str, **kwargs) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
 
 
+def rag_run(home: Path, *args: str) -> subprocess.CompletedProcess:
+    """`rag ARGS` run to its end with RAG_HOME=home, its output captured."""
+    env = {**os.environ, "RAG_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "rag.cli", *args], capture_output=True, text=True, env=env, timeout=600)
+
+
 def wait_for_health(url: str, server: subprocess.Popen, why: Callable[[], str], seconds: float = 300) -> None:
     """Until `rag serve` answers /healthz; `why` says what went wrong when it stops first."""
     deadline = time.monotonic() + seconds
