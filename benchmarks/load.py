@@ -112,8 +112,8 @@ def deployment(name: str, root: Path, workers: int, pages: int | None) -> Iterat
     env |= {"RAG_HOME": str(root / "home"), "RAG_EMBED_CACHE": str(EMBED_CACHE)}
     with ExitStack() as stack:
         if name == "scale-out":
-            from tests.chromaserver import start_chroma, stop_chroma
-            from tests.pgserver import PgServer
+            from tests.support.chromaserver import start_chroma, stop_chroma
+            from tests.support.pgserver import PgServer
 
             pg = PgServer().start()
             stack.callback(pg.stop)

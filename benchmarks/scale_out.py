@@ -40,8 +40,8 @@ class Servers:
     free loopback ports: the tests' own server helpers, with data kept between runs."""
 
     def __enter__(self) -> "Servers":
-        from tests.chromaserver import start_chroma
-        from tests.pgserver import PgServer
+        from tests.support.chromaserver import start_chroma
+        from tests.support.pgserver import PgServer
 
         self.pg = PgServer(keep=DATA / "postgres").start()
         try:
@@ -58,7 +58,7 @@ class Servers:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from tests.chromaserver import stop_chroma
+        from tests.support.chromaserver import stop_chroma
 
         stop_chroma(self.chroma)
         self.pg.stop()

@@ -1,6 +1,6 @@
 """The editor in Firefox: sign in, ask (a streamed answer whose [1] opens the highlighted excerpt),
 publish a draft without a reload, and a document's script stays inert. A manual check beside the
-Chromium tests (tests/test_editor_browser.py): Firefox has no WebDriver on Debian's registry, so
+Chromium tests (tests/e2e/test_editor_browser.py): Firefox has no WebDriver on Debian's registry, so
 this drives Firefox ESR over its own Marionette protocol.
 
     apt-get install firefox-esr && .venv/bin/pip install marionette_driver

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A Node.js for the MCP Inspector: @modelcontextprotocol/inspector@2.12.0 (README.md, docs/mcp.md,
-# tests/test_mcp_stdio.py) needs Node >= 22.19. When the `node` on PATH is older, Node 22.23.3 is
+# tests/e2e/test_mcp_stdio.py) needs Node >= 22.19. When the `node` on PATH is older, Node 22.23.3 is
 # installed into ${XDG_CACHE_HOME:-~/.cache}/rag/node from the npm registry, the one place npx
 # downloads from anyway: the package node-linux-<arch> is the official binary (no install script
-# runs). tests/test_mcp_stdio.py puts its node_modules/.bin first on PATH. Run by
+# runs). tests/e2e/test_mcp_stdio.py puts its node_modules/.bin first on PATH. Run by
 # `scripts/install.sh --test`; safe to run again (it only adds what is missing).
 set -euo pipefail
 

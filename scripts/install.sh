@@ -9,7 +9,7 @@ if [ "${1:-}" = "--test" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2
     echo "installing PostgreSQL server binaries for the tests"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
-# --test: and a Docker Compose command line, which tests/test_docker_files.py runs as `config` on
+# --test: and a Docker Compose command line, which tests/e2e/test_docker_files.py runs as `config` on
 # docker/compose.yaml. Debian's docker-compose (1.29) without the Docker engine it recommends: a few
 # small Python packages, seconds to install; `config` needs no engine.
 if [ "${1:-}" = "--test" ] && ! command -v docker-compose >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1; then
@@ -17,12 +17,12 @@ if [ "${1:-}" = "--test" ] && ! command -v docker-compose >/dev/null 2>&1 && ! d
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
 fi
 # --test: and Chromium with its WebDriver, which the editor's end-to-end tests drive headless
-# (tests/test_editor_browser.py, through Selenium and /usr/bin/chromedriver; nothing is downloaded at run time).
+# (tests/e2e/test_editor_browser.py, through Selenium and /usr/bin/chromedriver; nothing is downloaded at run time).
 if [ "${1:-}" = "--test" ] && { [ ! -x /usr/bin/chromedriver ] || ! command -v chromium >/dev/null 2>&1; }; then
     echo "installing chromium and chromium-driver for the editor's browser tests"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
-# --test: and a Node.js the MCP Inspector 2.x runs on (>= 22.19), which tests/test_mcp_stdio.py
+# --test: and a Node.js the MCP Inspector 2.x runs on (>= 22.19), which tests/e2e/test_mcp_stdio.py
 # drives `rag mcp` with: the PATH's own when new enough, else one from the npm registry in the cache.
 if [ "${1:-}" = "--test" ]; then
     bash scripts/install-node.sh

@@ -6,7 +6,7 @@
 #   eval "$(bash scripts/test-servers.sh start DIR)"   # exports RAG_TEST_POSTGRES, RAG_TEST_CHROMA_URL
 #   bash scripts/test-servers.sh stop DIR
 #
-# Without them, the tests start their own servers (tests/pgserver.py, tests/chromaserver.py).
+# Without them, the tests start their own servers (tests/support/pgserver.py, tests/support/chromaserver.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -42,7 +42,7 @@ SEARCH_FILE = "model-int8-all.onnx"  # every weight int8, attention fused: a sea
 FILES = (FP32_FILE, INT8_FILE, SEARCH_FILE)
 EXPORT_FORMAT = 4  # bump when the exported graph changes: files of an older export are then not read
 # The search model is used for queries of at least this many tokens ([CLS] and [SEP] included), where
-# its cosine to fp32 stays >= 0.99 (tests/test_onnx_encoder.py); shorter ones go through INT8_FILE.
+# its cosine to fp32 stays >= 0.99 (tests/service/test_onnx_encoder.py); shorter ones go through INT8_FILE.
 SEARCH_MIN_TOKENS = 7
 _export_lock = threading.Lock()
 

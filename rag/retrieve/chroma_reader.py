@@ -7,7 +7,7 @@ OpenTelemetry, the `overrides` checks of every class), a second that a one-shot 
 the home's lock shared, so no writer runs beside it) opens the engine itself here, with the same
 configuration PersistentClient gives it, and makes the few read calls the vector lane needs:
 a collection by name, its count, its ids and vectors, and a nearest-neighbour query. The results
-are the engine's own, the ones PersistentClient returns (tests/test_chroma_reader.py compares
+are the engine's own, the ones PersistentClient returns (tests/service/test_chroma_reader.py compares
 them). Writes are refused: a reader never makes them.
 
 The bindings are Chroma's internal interface: `open_reader` returns None (and the caller opens

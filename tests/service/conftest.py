@@ -1,0 +1,1 @@
+from tests.support.fixtures import *  # noqa: F403  (the service fixtures: svc, admin, settings, handbook, ...)
