@@ -50,7 +50,7 @@ def parse_only(folder: Path, repeat: int) -> list[dict[str, Any]]:
 
 
 def run(folder: Path) -> dict[str, Any]:
-    import rag.service.ingest as ingest_module
+    import rag.service.indexing.ingest as ingest_module
     from rag.service import KnowledgeService, Principal
     from rag.settings import Settings
 

@@ -429,7 +429,7 @@ except ImportError:  # pragma: no cover - an install without the harness
     pass
 
 
-# ----- moving a store to another deployment (rag/service/transfer.py) -----
+# ----- moving a store to another deployment (rag/service/transfer/archives.py) -----
 
 _STAGES = {
     "reading": "reading files", "exporting": "exporting rows", "checking": "checking the archive",

@@ -23,7 +23,7 @@ import pytest
 from anyio.from_thread import start_blocking_portal
 
 from rag.service import KnowledgeService
-from rag.service.tree import SCOPE_ROOT_FIXED
+from rag.service.content.tree import SCOPE_ROOT_FIXED
 from rag.settings import Settings
 
 from .access_world import (

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from rag.errors import InvalidArgument, NotFound
 from rag.service import KnowledgeService, Principal
-from rag.service.originals import content_disposition
+from rag.service.indexing.originals import content_disposition
 from rag.settings import Settings
 from rag.store.models import DocumentOriginal, Node
 

@@ -35,7 +35,7 @@ from rag.service.checks import (
     MAX_SUMMARY_CHARS,
     clamped_int,
 )
-from rag.service.principal import ACCESS_LEVELS, ROLES, SCOPES
+from rag.service.identity.principal import ACCESS_LEVELS, ROLES, SCOPES
 from rag.synthesize.conversation import MAX_HISTORY_MESSAGES
 
 JsonType = Literal["string", "integer", "number", "boolean", "object", "array"]
@@ -302,7 +302,7 @@ ACTIVITY = Operation("activity", (
             default=ACTIVITY_LIMIT_DEFAULT),
 ))
 
-# ----- reviewing (the editor, rag/web/; rag/service/review.py) -----
+# ----- reviewing (the editor, rag/web/; rag/service/content/review.py) -----
 
 LIST_DRAFTS = Operation("list_drafts", (
     Arg("kb", "string", "The knowledge base, by name (`default`, the default one, when left out).",

@@ -25,8 +25,8 @@ from rag.api.errors import status_of
 from rag.api.sse import guarded, sse
 from rag.errors import InvalidArgument, PermissionDenied, RagError, Unauthenticated
 from rag.service import KnowledgeService, Principal
-from rag.service.tokens import is_agent_actor
-from rag.service.sessions import SIGNED_OUT, OpenSession
+from rag.service.identity.tokens import is_agent_actor
+from rag.service.identity.sessions import SIGNED_OUT, OpenSession
 from rag.synthesize.types import Answer, AnswerEvent
 from rag.web.markdown import render
 

@@ -15,13 +15,13 @@ from sqlalchemy import false, func, select
 
 from rag.errors import InvalidArgument, NotFound
 from rag.service.checks import name_key
-from rag.service.principal import Principal
+from rag.service.identity.principal import Principal
 from rag.store.models import (
     KnowledgeBase,
     Workspace,
 )
 
-from rag.service.transfer_rows import (
+from rag.service.transfer.rows import (
     BATCH,
     FORMAT,
     FORMAT_VERSION,
@@ -35,7 +35,7 @@ from rag.service.transfer_rows import (
 )
 
 if TYPE_CHECKING:
-    from rag.service.transfer import Transfer
+    from rag.service.transfer.archives import Transfer
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""What an archive is made of, shared by export and import (rag/service/transfer.py tells the
+"""What an archive is made of, shared by export and import (rag/service/transfer/archives.py tells the
 whole story): the tables in load order, the reports, column values in and out of JSON, and the
 store's migration revision."""
 

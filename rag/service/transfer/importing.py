@@ -15,8 +15,8 @@ from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from rag.errors import AlreadyExists, InvalidArgument, NotFound, RagError
-from rag.service.principal import Principal
-from rag.service.publish import request_publishes
+from rag.service.identity.principal import Principal
+from rag.service.indexing.publish import request_publishes
 from rag.store.api_tokens import make_api_tokens_home_only
 from rag.store.models import (
     DRAFT,
@@ -33,7 +33,7 @@ from rag.store.models import (
     Workspace,
 )
 
-from rag.service.transfer_rows import (
+from rag.service.transfer.rows import (
     BATCH,
     FORMAT,
     FORMAT_VERSION,
@@ -47,7 +47,7 @@ from rag.service.transfer_rows import (
 )
 
 if TYPE_CHECKING:
-    from rag.service.transfer import Transfer
+    from rag.service.transfer.archives import Transfer
 
 log = logging.getLogger(__name__)
 

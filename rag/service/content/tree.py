@@ -1,6 +1,6 @@
 """The node tree's plain facts, shared by the parts of the service: what is below a node, whether a
 sibling name is taken, a node's path, which versions a document has. Nothing here checks access:
-that is rag/service/access.py's, which the callers ask first.
+that is rag/service/identity/access.py's, which the callers ask first.
 """
 
 from __future__ import annotations

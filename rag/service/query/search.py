@@ -10,10 +10,10 @@ from rag.retrieve.types import Hit
 from rag.service.activity import recorded
 from rag.service.arguments import MAX_QUERY_CHARS, SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX
 from rag.service.checks import clamped_int, encodable
-from rag.service.principal import Principal
+from rag.service.identity.principal import Principal
 
 if TYPE_CHECKING:
-    from rag.service.access import Access
+    from rag.service.identity.access import Access
     from rag.service.activity import ActivityLog
     from rag.service.engines import Engines
 

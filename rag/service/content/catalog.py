@@ -15,11 +15,11 @@ from sqlalchemy.orm import Session
 from rag.errors import InvalidArgument, NotFound
 from rag.service.activity import recorded
 from rag.service.checks import name_arg, name_key
-from rag.service.principal import Principal
+from rag.service.identity.principal import Principal
 from rag.store.models import FOLDER, KnowledgeBase, Node, Workspace
 
 if TYPE_CHECKING:
-    from rag.service.access import Access
+    from rag.service.identity.access import Access
     from rag.service.activity import ActivityLog
     from rag.settings import Settings
     from rag.store.db import Database
@@ -82,13 +82,13 @@ class Catalog:
         return ensure_workspace(self.db, self.settings, workspace_id)
 
     def knowledge_bases(self, principal: Principal) -> list[KnowledgeBase]:
-        """The knowledge bases the caller sees (rag/service/access.py)."""
+        """The knowledge bases the caller sees (rag/service/identity/access.py)."""
         return self.access.knowledge_bases(principal)
 
     @recorded("list_models", after=lambda found: {"results": len(found)})
     def list_models(self, principal: Principal) -> dict[str, KnowledgeBase]:
         """The knowledge bases as the OpenAI-compatible endpoints name them: model id (`default`,
-        else the name) to knowledge base, default first (rag/service/access.py, model_ids)."""
+        else the name) to knowledge base, default first (rag/service/identity/access.py, model_ids)."""
         return self.access.model_ids(principal)
 
     def resolve_kb(self, principal: Principal, name: object) -> KnowledgeBase:
