@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from rag.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from rag.service.activity import recorded
 from rag.service.arguments import MAX_EXPIRY_DAYS, MAX_TOKEN_NAME_CHARS
-from rag.service.content.catalog import ensure_workspace
+from rag.service.content.tree import ensure_workspace
 from rag.service.checks import MAX_NAME_CHARS, id_arg, int_arg, lookup_name_arg, name_arg, name_key
 from rag.service.identity.principal import (
     ACCESS_ALL,

@@ -19,7 +19,7 @@ from rag.errors import InvalidArgument, NotFound, RagError, Unavailable
 from rag.retrieve.types import Hit, Scope
 from rag.service.checks import int_arg, name_key
 from rag.service.arguments import TOP_K_DEFAULT, TOP_K_MAX
-from rag.service.content.catalog import workspace_kbs
+from rag.service.content.tree import workspace_kbs
 from rag.service.identity.principal import Principal
 from rag.service.query.search import check_query
 
