@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterable
 
 from rag.service.identity.principal import Principal
+from rag.service.transfer.exporting import export_archive
+from rag.service.transfer.importing import import_archive
 from rag.service.transfer.rows import ExportReport, ImportReport, StageProgress
 
 if TYPE_CHECKING:
@@ -64,12 +66,8 @@ class Transfer:
                        workspace: str | None = None, progress: StageProgress | None = None) -> ExportReport:
         """Write the store (or a workspace, or some of its knowledge bases) as an archive to `target`,
         a path or a binary stream."""
-        from rag.service.transfer.exporting import export_archive
-
         return export_archive(self, principal, target, kb_names, workspace, progress)
 
     def import_archive(self, principal: Principal, path: Path, progress: StageProgress | None = None) -> ImportReport:
         """Load an archive into this store, whole or not at all, and index its published versions."""
-        from rag.service.transfer.importing import import_archive
-
         return import_archive(self, principal, path, progress)
