@@ -44,7 +44,7 @@ from rag.service.indexing.ingest import Ingest
 from rag.service.query.kb_search import KnowledgeBaseSearches
 from rag.service.content.nodes import NodeReads
 from rag.service.indexing.originals import Originals
-from rag.service.indexing.publish import Progress, Publisher
+from rag.service.indexing.publish import Publisher
 from rag.service.indexing.publish_queue import PublishQueue, PublishWorker
 from rag.service.content.review import Review
 from rag.service.query.search import Search
@@ -226,9 +226,6 @@ class KnowledgeService:
     flash = forward("sessions")
     take_flashes = forward("sessions")
     close_session = forward("sessions")
-
-    def publish_pending(self, version_ids: list[int], progress: Progress | None = None) -> int:
-        return self.publisher.publish(version_ids, progress)
 
     # ----- lifetime -----
 
