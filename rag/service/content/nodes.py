@@ -18,7 +18,7 @@ from rag.service.content import tree
 from rag.service.identity.access import NOT_FOUND
 from rag.service.arguments import DOCUMENTS_LIMIT_DEFAULT, DOCUMENTS_LIMIT_MAX, NAMES_LIMIT_DEFAULT, NAMES_LIMIT_MAX
 from rag.service.identity.principal import Principal
-from rag.service.query.search import check_query
+from rag.service.arguments import check_query
 from rag.service.content.views import (
     CurrentNode,
     DocumentHit,

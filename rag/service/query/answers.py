@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from rag.errors import RagError
 from rag.retrieve.types import Hit, Query
 from rag.service.identity.principal import Principal
-from rag.service.query.search import check_query
+from rag.service.arguments import check_query
 from rag.synthesize.conversation import standalone_question, validate_history
 from rag.synthesize.relevance import relevant_hits
 from rag.synthesize.types import ABSTENTION, Answer, AnswerEvent

@@ -21,7 +21,7 @@ from rag.service.checks import int_arg, name_key
 from rag.service.arguments import TOP_K_DEFAULT, TOP_K_MAX
 from rag.service.content.tree import workspace_kbs
 from rag.service.identity.principal import Principal
-from rag.service.query.search import check_query
+from rag.service.arguments import check_query
 
 if TYPE_CHECKING:
     from rag.service.identity.access import Access
