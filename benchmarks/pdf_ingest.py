@@ -31,7 +31,8 @@ DEFAULT_FOLDER = DATASETS / "office_docs" / "files" / "pdf"
 
 
 def parse_only(folder: Path, repeat: int) -> list[dict[str, Any]]:
-    from rag.ingest.formats import UnreadableFile, parse_bytes
+    from rag.ingest.formats import UnreadableFile
+    from rag.ingest.read import parse_bytes
 
     rows = []
     for path in sorted(folder.glob("*.pdf")):

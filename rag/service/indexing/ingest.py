@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from sqlalchemy import select
 
 from rag.errors import InvalidArgument
-from rag.ingest.formats import BINARY_PARSERS, UnreadableFile, parse_bytes, supported_suffixes
+from rag.ingest.formats import BINARY_PARSERS, UnreadableFile, supported_suffixes
 from rag.ingest.parse import ParsedDocument, humanize, parse_record
+from rag.ingest.read import parse_bytes
 from rag.service.content import tree
 from rag.service.checks import name_problem
 from rag.service.indexing.originals import keep_original

@@ -23,9 +23,10 @@ from urllib.parse import quote
 from sqlalchemy.orm import Session
 
 from rag.errors import InvalidArgument, NotFound, RagError
-from rag.ingest.formats import BINARY_PARSERS, UnreadableFile, parse_bytes
+from rag.ingest.formats import BINARY_PARSERS, UnreadableFile
 from rag.ingest.formats import FileTooComplex as FileTooComplexToParse
 from rag.ingest.parse import ParsedDocument
+from rag.ingest.read import parse_bytes
 from rag.service.content import tree
 from rag.service.activity import recorded
 from rag.service.checks import (
