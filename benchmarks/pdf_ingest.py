@@ -31,7 +31,8 @@ DEFAULT_FOLDER = DATASETS / "office_docs" / "files" / "pdf"
 
 
 def parse_only(folder: Path, repeat: int) -> list[dict[str, Any]]:
-    from rag.ingest.formats import UnreadableFile, parse_bytes
+    from rag.ingest.formats import UnreadableFile
+    from rag.ingest.read import parse_bytes
 
     rows = []
     for path in sorted(folder.glob("*.pdf")):
@@ -50,7 +51,7 @@ def parse_only(folder: Path, repeat: int) -> list[dict[str, Any]]:
 
 
 def run(folder: Path) -> dict[str, Any]:
-    import rag.service.ingest as ingest_module
+    import rag.service.indexing.ingest as ingest_module
     from rag.service import KnowledgeService, Principal
     from rag.settings import Settings
 

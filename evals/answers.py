@@ -28,7 +28,7 @@ from evals.qa import QADataset, Question, load_qa, make_unanswerable
 from evals.retrieval import Bench, corpus_id, documents, eval_home, eval_settings, open_bench, progress_bar
 from rag.ingest.parse import parse_record
 from rag.retrieve.types import Hit
-from rag.service.answers import NOTHING_FOUND
+from rag.service.query.answers import NOTHING_FOUND
 from rag.settings import Settings
 from rag.synthesize.citations import apply_citations
 from rag.synthesize.types import Answer

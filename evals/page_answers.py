@@ -29,7 +29,7 @@ from evals.pages import PageQuestion, PagesDataset, load_pages, page_id, split_o
 from evals.retrieval import Bench, eval_home, open_bench, progress_bar
 from rag.render import source_pages
 from rag.service import KnowledgeService, Principal
-from rag.service.ingest import IngestProgress, IngestReport
+from rag.service.indexing.ingest import IngestProgress, IngestReport
 from rag.store.models import PUBLISHED, DocumentVersion, Node
 from rag.synthesize.types import Answer
 

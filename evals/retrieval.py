@@ -38,7 +38,7 @@ from evals.metrics import evaluate
 from rag.models.embed import Embedder, embed_search_query
 from rag.retrieve.types import Hit, LaneHit, Scope
 from rag.service import KnowledgeService, Principal
-from rag.service.ingest import IngestProgress, IngestReport
+from rag.service.indexing.ingest import IngestProgress, IngestReport
 from rag.settings import Settings
 from rag.store.models import Chunk, Node
 

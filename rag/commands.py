@@ -31,7 +31,7 @@ def _principal(svc: "KnowledgeService", workspace: str):
 
 def search(svc: "KnowledgeService", query: str, limit: str, kb: str | None, workspace: str) -> Events:
     from rag.render import search_response
-    from rag.service.search import clamp_limit
+    from rag.service.query.search import clamp_limit
 
     result = svc.search(_principal(svc, workspace), query, clamp_limit(limit), kb_name=kb)
     payload, text = search_response(query, result.hits, svc.settings.retrieve.excerpt_chars)

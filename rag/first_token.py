@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from rag.errors import STORAGE_FULL, RagError, Unauthenticated, is_storage_full
-from rag.service.tokens import TOKEN_PREFIX
+from rag.service.identity.tokens import TOKEN_PREFIX
 from rag.store.home import DIR_MODE, FILE_MODE
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rag.retrieve.types import Hit
 
 if TYPE_CHECKING:
-    from rag.service.kb_search import KnowledgeBaseSearch
+    from rag.service.query.kb_search import KnowledgeBaseSearch
     from rag.synthesize.types import Answer, Source
 
 MAX_RESPONSE_CHARS = 50_000

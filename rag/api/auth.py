@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from rag.api.compute import compute
 from rag.errors import Unauthenticated, Unavailable
 from rag.service import KnowledgeService, Principal
-from rag.service.tokens import ONE_AUTHORIZATION
+from rag.service.identity.tokens import ONE_AUTHORIZATION
 
 TOKEN_REQUIRED = "a bearer token is required (Authorization: Bearer <token>)"
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rag.errors import TooManyRequests
-from rag.service.principal import Principal
+from rag.service.identity.principal import Principal
 
 
 def caller_key(principal: Principal) -> str:

@@ -1,5 +1,5 @@
 """Request bodies of the knowledge-management endpoints, and the one response the service has no
-view for (an activity row). The other responses are the service's own views (rag/service/views.py),
+view for (an activity row). The other responses are the service's own views (rag/service/content/views.py),
 whose `payload()` is what the endpoints return: the same JSON as the MCP tools.
 
 The bodies are built from the operations' declarations (rag/service/arguments.py), as the MCP tools'

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag.errors import Unavailable
-from rag.ingest.formats import BINARY_PARSERS, FileTooComplex, UnreadableFile, too_complex
+from rag.ingest.formats import BINARY_PARSERS, FileTooComplex, UnreadableFile, parse_here, too_complex
 from rag.ingest.parse import ParsedDocument
 
 log = logging.getLogger(__name__)
@@ -124,8 +124,6 @@ def peak_mib() -> float:
 
 
 def _parse_one(job: tuple[bytes, str, str | None], limits: Limits) -> tuple[Any, ...]:
-    from rag.ingest.formats import parse_here
-
     data, filename, title = job
     _soft_limit(resource.RLIMIT_CPU, _cpu_used() + limits.cpu_seconds)
     _soft_limit(resource.RLIMIT_AS, limits.memory_mib << 20)

@@ -17,7 +17,7 @@ import logging
 from mcp_types import CallToolResult, TextContent
 
 from rag.errors import STORAGE_FULL, RagError, is_storage_full
-from rag.service.kb_search import UNEXPECTED
+from rag.service.query.kb_search import UNEXPECTED
 
 log = logging.getLogger("rag.mcp")
 

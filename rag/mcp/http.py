@@ -33,8 +33,8 @@ from rag.errors import Unauthenticated
 from rag.mcp.server import PRINCIPAL_KEY, build_server
 from rag.mcp.sessions import TokenCappedSessionManager
 from rag.origins import HeaderRules
-from rag.service.kb_search import UNREACHABLE
-from rag.service.tokens import ONE_AUTHORIZATION
+from rag.service.query.kb_search import UNREACHABLE
+from rag.service.identity.tokens import ONE_AUTHORIZATION
 
 if TYPE_CHECKING:
     from rag.service import KnowledgeService

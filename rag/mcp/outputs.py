@@ -2,7 +2,7 @@
 
 The first group is knowledge_search_and_ask.txt's and search_knowledge_base.txt's documented
 shapes, field for field (a field the connector never recorded is absent, hence NotRequired). The
-second wraps the node views (rag/service/views.py) that come back as lists under one key each,
+second wraps the node views (rag/service/content/views.py) that come back as lists under one key each,
 because structured content must be a JSON object.
 """
 
@@ -13,7 +13,7 @@ from typing import Annotated
 from pydantic import Field
 from typing_extensions import NotRequired, TypedDict
 
-from rag.service.views import DocumentHit, NamedNode, NodeInfo, VersionInfo
+from rag.service.content.views import DocumentHit, NamedNode, NodeInfo, VersionInfo
 
 SourceId = Annotated[str, Field(description=(
     "The knowledge base's id for the ingested source (provider:org:resource:item). Not an artifact id: "

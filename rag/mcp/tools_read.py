@@ -17,7 +17,7 @@ from rag.service.arguments import (
     SEARCH_DOCUMENTS,
     SEARCH_NODES_BY_NAME,
 )
-from rag.service.views import CurrentNode, DocumentView, FolderTree, VersionView
+from rag.service.content.views import CurrentNode, DocumentView, FolderTree, VersionView
 
 
 def _get_current_node(call: Call) -> Output:

@@ -19,7 +19,7 @@ from rag.service.arguments import (
     SET_SUMMARY,
     UPDATE_DOCUMENT,
 )
-from rag.service.views import CreatedDocument, Deleted, NodeInfo, VersionInfo
+from rag.service.content.views import CreatedDocument, Deleted, NodeInfo, VersionInfo
 
 ADD = Hints(read_only=False, idempotent=False)  # a second call makes nothing new: the name is taken
 CHANGE = Hints(read_only=False)  # the same call again changes nothing more

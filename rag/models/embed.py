@@ -28,13 +28,13 @@ import numpy as np
 
 from rag.errors import Unavailable
 from rag.store.home import private_file
+from rag.models.export_onnx import encoder_file
 from rag.models.onnx_encoder import (
     FP32_FILE,
     INT8_FILE,
     SEARCH_FILE,
     SEARCH_MIN_TOKENS,
     OnnxEncoder,
-    encoder_file,
     load_tokenizer,
     max_seq_length,
 )

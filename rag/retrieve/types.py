@@ -171,11 +171,6 @@ class Hit:
         return self.lane_scores.get("vector")
 
     @property
-    def text_score(self) -> float | None:
-        """The keyword lane's BM25 score (None when it did not find the chunk)."""
-        return self.lane_scores.get("text")
-
-    @property
     def document_id(self) -> str:
         return self.source_id
 

@@ -32,11 +32,11 @@ from sqlalchemy import select
 from rag.errors import RagError
 from rag.service.arguments import ACTIVITY_LIMIT_DEFAULT, ACTIVITY_LIMIT_MAX
 from rag.service.checks import MAX_ID_CHARS, MAX_NAME_CHARS, int_arg, is_id, name_problem
-from rag.service.principal import Principal
+from rag.service.identity.principal import Principal
 from rag.store.models import Activity, utcnow
 
 if TYPE_CHECKING:
-    from rag.service.access import Access
+    from rag.service.identity.access import Access
     from rag.store.db import Database
 
 log = logging.getLogger(__name__)

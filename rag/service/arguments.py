@@ -34,8 +34,9 @@ from rag.service.checks import (
     MAX_NAME_CHARS,
     MAX_SUMMARY_CHARS,
     clamped_int,
+    encodable,
 )
-from rag.service.principal import ACCESS_LEVELS, ROLES, SCOPES
+from rag.service.identity.principal import ACCESS_LEVELS, ROLES, SCOPES
 from rag.synthesize.conversation import MAX_HISTORY_MESSAGES
 
 JsonType = Literal["string", "integer", "number", "boolean", "object", "array"]
@@ -50,6 +51,18 @@ ACTIVITY_LIMIT_DEFAULT, ACTIVITY_LIMIT_MAX = 100, 1000
 DRAFTS_LIMIT_DEFAULT, DRAFTS_LIMIT_MAX = 100, 1000  # list_drafts
 MAX_TOKEN_NAME_CHARS = 200
 MAX_EXPIRY_DAYS = 3650
+
+
+def check_query(query: object) -> str:
+    """A question or a search: non-empty text of at most MAX_QUERY_CHARS, which the store and the
+    tokenizers can hold (no lone surrogate)."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidArgument("`query` must be a non-empty string")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidArgument(f"`query` must be at most {MAX_QUERY_CHARS} characters")
+    if not encodable(query):
+        raise InvalidArgument("`query` must be valid Unicode text (it holds a lone surrogate)")
+    return query
 
 
 class _NoDefault:
@@ -302,7 +315,7 @@ ACTIVITY = Operation("activity", (
             default=ACTIVITY_LIMIT_DEFAULT),
 ))
 
-# ----- reviewing (the editor, rag/web/; rag/service/review.py) -----
+# ----- reviewing (the editor, rag/web/; rag/service/content/review.py) -----
 
 LIST_DRAFTS = Operation("list_drafts", (
     Arg("kb", "string", "The knowledge base, by name (`default`, the default one, when left out).",

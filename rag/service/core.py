@@ -4,20 +4,26 @@ It holds no rules of its own. It opens the store and the engines once, builds th
 service over them, each a class in its own module given what it needs, and forwards each
 operation to the part that owns it:
 
-    access     rag/service/access.py      who may see and do what (every part asks it)
-    activity   rag/service/activity.py    the history: recorded by the parts, read by admins
-    catalog    rag/service/catalog.py     workspaces and knowledge bases
-    reads      rag/service/nodes.py       documents, versions, listings, the tree, names
-    edits      rag/service/edits.py       folders and documents: drafts, publishing, names, moves
-    searches   rag/service/search.py      search_knowledge
-    kb_search  rag/service/kb_search.py   search_knowledge_base
-    answers    rag/service/answers.py     ask_knowledge
-    tokens     rag/service/tokens.py      bearer tokens and who a caller is
-    ingest     rag/service/ingest.py      directories and record corpora
-    transfer   rag/service/transfer.py    export and import
-    originals  rag/service/originals.py   documents made from uploaded files, and versions' original files
-    review     rag/service/review.py      drafts awaiting review, differences between versions, a node's history
-    sessions   rag/service/sessions.py    the editor's sessions: signing in, the CSRF token, messages
+    identity/   who calls and what they may do
+      access     access.py      who may see and do what (every part asks it)
+      tokens     tokens.py      bearer tokens and who a caller is
+      sessions   sessions.py    the editor's sessions: signing in, the CSRF token, messages
+    content/    the knowledge itself
+      catalog    catalog.py     workspaces and knowledge bases
+      reads      nodes.py       documents, versions, listings, the tree, names
+      edits      edits.py       folders and documents: drafts, publishing, names, moves
+      review     review.py      drafts awaiting review, differences between versions, a node's history
+    indexing/   sources in, searchable chunks out
+      ingest     ingest.py      directories and record corpora
+      originals  originals.py   documents made from uploaded files, and versions' original files
+    query/      questions put to the knowledge
+      searches   search.py      search_knowledge
+      kb_search  kb_search.py   search_knowledge_base
+      answers    answers.py     ask_knowledge
+    transfer/   export and import (archives.py)
+    activity     activity.py    the history: recorded by the parts, read by admins
+
+(paths under rag/service/; the publisher, its queue and the engines are not parts but what they run on)
 """
 
 from __future__ import annotations
@@ -28,23 +34,23 @@ from typing import Any
 from rag.errors import InvalidArgument, Unavailable
 from rag.ingest import sandbox
 from rag.ingest.chunk import Chunker
-from rag.service.access import Access
+from rag.service.identity.access import Access
 from rag.service.activity import ActivityLog
-from rag.service.answers import Answers
-from rag.service.catalog import Catalog
-from rag.service.edits import NodeEdits
+from rag.service.query.answers import Answers
+from rag.service.content.catalog import Catalog
+from rag.service.content.edits import NodeEdits
 from rag.service.engines import Engines
-from rag.service.ingest import Ingest
-from rag.service.kb_search import KnowledgeBaseSearches
-from rag.service.nodes import NodeReads
-from rag.service.originals import Originals
-from rag.service.publish import Progress, Publisher
-from rag.service.publish_queue import PublishQueue, PublishWorker
-from rag.service.review import Review
-from rag.service.search import Search
-from rag.service.sessions import EditorSessions
-from rag.service.tokens import Tokens
-from rag.service.transfer import Transfer
+from rag.service.indexing.ingest import Ingest
+from rag.service.query.kb_search import KnowledgeBaseSearches
+from rag.service.content.nodes import NodeReads
+from rag.service.indexing.originals import Originals
+from rag.service.indexing.publish import Publisher
+from rag.service.indexing.publish_queue import PublishQueue, PublishWorker
+from rag.service.content.review import Review
+from rag.service.query.search import Search
+from rag.service.identity.sessions import EditorSessions
+from rag.service.identity.tokens import Tokens
+from rag.service.transfer.archives import Transfer
 from rag.settings import Settings
 from rag.store.db import Database
 from rag.store.lock import HomeLock
@@ -220,9 +226,6 @@ class KnowledgeService:
     flash = forward("sessions")
     take_flashes = forward("sessions")
     close_session = forward("sessions")
-
-    def publish_pending(self, version_ids: list[int], progress: Progress | None = None) -> int:
-        return self.publisher.publish(version_ids, progress)
 
     # ----- lifetime -----
 

@@ -14,7 +14,7 @@ from typing import Iterable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-LOCAL_ACTOR = "local-cli"  # rag.service.principal.Principal.local_admin's actor
+LOCAL_ACTOR = "local-cli"  # rag.service.identity.principal.Principal.local_admin's actor
 _BATCH = 500
 
 _activity = sa.table("activity", sa.column("actor", sa.String), sa.column("action", sa.String),

@@ -123,7 +123,7 @@ class DocumentVersion(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
     published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     archived_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    # Publishing is a job (rag/service/publish.py): the order of this document's publish requests
+    # Publishing is a job (rag/service/indexing/publish.py): the order of this document's publish requests
     # (the latest wins) and the status a failed publish returns to (draft; archived for a rollback).
     publish_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     publish_from: Mapped[str | None] = mapped_column(String(16), nullable=True)
@@ -234,7 +234,7 @@ class ApiToken(Base):
 
 
 class EditorSession(Base):
-    """A person signed in to the editor (rag/web/, rag/service/sessions.py): kept in the store, so
+    """A person signed in to the editor (rag/web/, rag/service/identity/sessions.py): kept in the store, so
     every worker and replica knows it. The cookie holds a random id; only its SHA-256 is kept here,
     with the token it was opened with (never the token's secret)."""
 

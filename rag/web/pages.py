@@ -11,132 +11,24 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import secrets
-from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from fastapi import APIRouter, Form, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
-from fastapi.templating import Jinja2Templates
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from rag.api.auth import get_service
 from rag.api.errors import status_of
-from rag.api.sse import guarded, sse
-from rag.errors import InvalidArgument, PermissionDenied, RagError, Unauthenticated
+from rag.errors import InvalidArgument, RagError
 from rag.service import KnowledgeService, Principal
-from rag.service.tokens import is_agent_actor
-from rag.service.sessions import SIGNED_OUT, OpenSession
-from rag.synthesize.types import Answer, AnswerEvent
+from rag.service.identity.sessions import SIGNED_OUT
+from rag.web import asking
+from rag.web.caller import COOKIE, CSRF_REFUSED, HERE, SIGNIN_COOKIE, Caller, SignInNeeded, page, secure_cookie
 from rag.web.markdown import render
 
 log = logging.getLogger("rag.web")
 
-HERE = Path(__file__).parent
-templates = Jinja2Templates(directory=str(HERE / "templates"))
-templates.env.globals["is_agent_actor"] = is_agent_actor
-CITATION = re.compile(r"\[(\d{1,4})\]")
-
-
-def cite_parts(text: str, sources: list[dict[str, Any]]) -> list[dict[str, str | None]]:
-    """An answer's text in pieces, each `[n]` marker a link to source n's first cited excerpt."""
-    links = {source["number"]: source["link"] for source in sources}
-    parts: list[dict[str, str | None]] = []
-    at = 0
-    for match in CITATION.finditer(text):
-        link = links.get(int(match.group(1)))
-        if link is None:
-            continue
-        parts += [{"text": text[at:match.start()], "link": None}, {"text": match.group(0), "link": link}]
-        at = match.end()
-    return parts + [{"text": text[at:], "link": None}]
-
-
-templates.env.filters["cite_parts"] = cite_parts
-
-# Nothing but the editor's own script and style; no inline script, no frames, forms post here only.
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-SECURITY_HEADERS = {
-    "Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY", "Cache-Control": "no-store",
-}
-SIGNIN_COOKIE = "rag_signin"  # the sign-in form's own CSRF value (there is no session yet)
-COOKIE = "rag_session"  # the session's random id: HttpOnly, SameSite=Strict
-CSRF_REFUSED = "the form's CSRF token is missing or wrong; reload the page and try again"
-
 router = APIRouter(include_in_schema=False)
-
-
-class SignInNeeded(Exception):
-    """No session (or its token no longer works): the page sends the browser to sign in."""
-
-
-def secure_cookie(request: Request) -> bool:
-    return request.url.scheme == "https"
-
-
-def page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
-    response = templates.TemplateResponse(request, name, context, status_code=status)
-    response.headers.update(SECURITY_HEADERS)
-    return response
-
-
-class Caller:
-    """The signed-in person on this request: the session, the service, and the token's principal."""
-
-    def __init__(self, request: Request) -> None:
-        self.request = request
-        self.svc: KnowledgeService = get_service(request)
-        try:
-            self.session: OpenSession = self.svc.editor_session(request.cookies.get(COOKIE))
-        except Unauthenticated:  # none, over, or its token revoked or expired since
-            raise SignInNeeded() from None
-        self.principal: Principal = self.session.principal
-
-    def context(self, **more: Any) -> dict[str, Any]:
-        return {"me": self.principal, "csrf": self.session.csrf, "flashes": self.svc.take_flashes(self.session),
-                "kbs": self._kbs(), **more}
-
-    def _kbs(self) -> list[Any]:
-        try:
-            return self.svc.knowledge_bases(self.principal)
-        except RagError:
-            return []
-
-    def show(self, template: str, status: int = 200, **more: Any) -> HTMLResponse:
-        return page(self.request, template, self.context(**more), status)
-
-    def refused(self, exc: RagError) -> HTMLResponse:
-        return self.show("error.html", status_of(exc), message=exc.message)
-
-    def check_csrf(self, sent: str | None) -> None:
-        if not self.session.csrf_ok(sent):
-            raise PermissionDenied(CSRF_REFUSED)
-
-    def act(self, csrf: str | None, back: str, action: Callable[[], Any], done: Callable[[Any], str]) -> Response:
-        """A form's write: checked for CSRF, done through the service (`action`), then `done(result)`:
-        a path to go to, or a message to show on `back`. A refusal shows the service's own message."""
-        try:
-            self.check_csrf(csrf)
-            result = action()
-        except RagError as exc:
-            if exc.message == CSRF_REFUSED:
-                return self.show("error.html", 403, message=exc.message)
-            self.flash("error", exc.message)
-            return RedirectResponse(back, 303)
-        after = done(result)
-        if after.startswith("/"):
-            return RedirectResponse(after, 303)
-        self.flash("ok", after)
-        return RedirectResponse(back, 303)
-
-    def flash(self, kind: str, message: str) -> None:
-        self.svc.flash(self.session.id, kind, message)
-
-    def flash_then(self, kind: str, message: str, path: str) -> str:
-        self.flash(kind, message)
-        return path
 
 
 def install(app: Any) -> None:
@@ -144,6 +36,7 @@ def install(app: Any) -> None:
     from fastapi.staticfiles import StaticFiles
 
     app.include_router(router)
+    app.include_router(asking.router)
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="web-static")
 
     @app.exception_handler(SignInNeeded)
@@ -352,90 +245,6 @@ def publish(request: Request, node_id: str, number: int, verb: str, csrf: str = 
     except RagError as exc:
         return JSONResponse({"error": {"message": exc.message}}, status_of(exc))
     return JSONResponse({"version_number": info.version_number, "status": info.status})
-
-
-# ----- asking -----
-
-@router.get("/ask")
-def ask_form(request: Request, kb: str | None = None) -> HTMLResponse:
-    return Caller(request).show("ask.html", answer=None, query="", kb=kb or "")
-
-
-@router.post("/ask")
-def ask(request: Request, query: str = Form(""), kb: str = Form(""), csrf: str = Form("")) -> Response:
-    """Without script: the whole answer at once, on the same page the script fills as it streams."""
-    caller = Caller(request)
-    try:
-        caller.check_csrf(csrf)
-        answer = caller.svc.ask(caller.principal, query, kb_name=kb or None)
-    except RagError as exc:
-        if exc.message == CSRF_REFUSED:
-            return caller.show("error.html", 403, message=exc.message)
-        caller.flash("error", exc.message)
-        return caller.show("ask.html", answer=None, query=query, kb=kb)
-    return caller.show("ask.html", answer=answer_payload(answer), query=query, kb=kb)
-
-
-@router.post("/ask/stream")
-async def ask_stream(request: Request) -> Response:
-    """The answer as Server-Sent Events (delta, sources, done, or error), for the page's script."""
-    import anyio.to_thread
-
-    try:
-        body = await request.json()
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        return JSONResponse({"error": {"message": "send a JSON object: {\"query\", \"kb\"}"}}, 400)
-
-    def start() -> Iterator[AnswerEvent] | JSONResponse:
-        try:
-            caller = Caller(request)
-            caller.check_csrf(request.headers.get("x-csrf-token"))
-            kb = body.get("kb") or None
-            return caller.svc.ask_stream(caller.principal, body.get("query"), kb_name=kb)
-        except SignInNeeded:
-            return JSONResponse({"error": {"message": SIGNED_OUT}}, 401)
-        except RagError as exc:
-            return JSONResponse({"error": {"message": exc.message}}, status_of(exc))
-
-    events = await anyio.to_thread.run_sync(start)
-    if isinstance(events, JSONResponse):
-        return events
-    return StreamingResponse(guarded(_stream(events), lambda error: sse(error, "error")),
-                             media_type="text/event-stream", headers={"Cache-Control": "no-store"})
-
-
-def _stream(events: Iterator[AnswerEvent]) -> Iterator[str]:
-    for event in events:
-        if event.kind == "delta":
-            yield sse({"text": event.text}, "delta")
-        elif event.kind == "done" and event.answer is not None:
-            yield sse(answer_payload(event.answer), "done")
-
-
-def answer_payload(answer: Answer) -> dict[str, Any]:
-    """An answer as the page shows it: its text, and each source in citation order with its score,
-    its lanes and a link to each cited excerpt inside its document version."""
-    return {
-        "answer": answer.text, "abstained": answer.abstained,
-        "sources": [
-            {
-                "number": source.number, "title": source.title, "node_id": source.first.node_id,
-                "source": source.source, "score": round(source.score, 4),
-                "lanes": sorted({lane for hit in source.hits for lane in hit.retrievers}),
-                "link": _excerpt_link(source.hits[0]),
-                "excerpts": [{"version": hit.version, "char_start": hit.char_start, "char_end": hit.char_end,
-                              "heading": " › ".join(hit.heading_path), "link": _excerpt_link(hit)}
-                             for hit in source.hits],
-            }
-            for source in answer.sources
-        ],
-    }
-
-
-def _excerpt_link(hit: Any) -> str:
-    return f"/documents/{hit.node_id}?version={hit.version}&hl={hit.char_start}-{hit.char_end}#hl"
 
 
 # ----- helpers -----

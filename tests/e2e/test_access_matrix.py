@@ -23,7 +23,7 @@ import pytest
 from anyio.from_thread import start_blocking_portal
 
 from rag.service import KnowledgeService
-from rag.service.tree import SCOPE_ROOT_FIXED
+from rag.service.content.tree import SCOPE_ROOT_FIXED
 from rag.settings import Settings
 
 from ..support.access_world import (
@@ -417,7 +417,7 @@ def check_admin_reads(m: Matrix, caller: Caller, http: Http, out: Findings) -> N
 
 
 def check_review_reads(m: Matrix, caller: Caller, http: Http, out: Findings, banned: set[str]) -> None:
-    """The reviewer's reads (rag/service/review.py): drafts and a node's history for editors and
+    """The reviewer's reads (rag/service/content/review.py): drafts and a node's history for editors and
     admins, a difference between versions for any reader; never anything outside the access, and a
     hidden id answers as a missing one."""
     at, client = caller.name, http.client

@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import select
 
 from rag.ingest.chunk import Chunker
-from rag.ingest.formats import UnreadableFile, parse_bytes, parse_here
+from rag.ingest.formats import UnreadableFile, parse_here
+from rag.ingest.read import parse_bytes
 from rag.ingest.formats import docx as docx_format
 from rag.service import KnowledgeService, Principal
 from rag.settings import Settings

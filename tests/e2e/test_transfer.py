@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 
 from rag.errors import AlreadyExists, InvalidArgument, PermissionDenied, RagError, Unavailable
 from rag.service import KnowledgeService, Principal
-from rag.service.transfer_rows import TABLES, _dump
+from rag.service.transfer.rows import TABLES, _dump
 from rag.settings import Settings
 from rag.store.models import ARCHIVED, DRAFT, PUBLISHED, PUBLISHING, Chunk
 

@@ -17,7 +17,7 @@ import pytest
 
 from rag.errors import InvalidArgument, NotFound
 from rag.service import KnowledgeService, Principal
-from rag.service.originals import content_disposition
+from rag.service.indexing.originals import content_disposition
 from rag.settings import Settings
 
 from ..support.api_support import live_api, stored, upload

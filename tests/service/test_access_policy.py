@@ -1,4 +1,4 @@
-"""The access policy (rag/service/access.py) as a direct caller of the service meets it: naming a
+"""The access policy (rag/service/identity/access.py) as a direct caller of the service meets it: naming a
 knowledge base never tells whether it exists, whichever way it is named."""
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def test_progress_is_plain_lines_when_the_output_is_not_a_terminal(cli_home, tmp
 
 
 def test_progress_lines_are_bounded_to_one_a_second_per_stage(capsys):
-    from rag.cli import _progress_lines
+    from rag.cli_run import _progress_lines
 
     now = [0.0]
     progress = _progress_lines("ingest", clock=lambda: now[0])

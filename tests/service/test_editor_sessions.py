@@ -1,4 +1,4 @@
-"""The editor's sessions (rag/service/sessions.py), on both deployments: a person's token opens one,
+"""The editor's sessions (rag/service/identity/sessions.py), on both deployments: a person's token opens one,
 an agent's does not; the store keeps only the id's hash and the token's id; a revoked token, an idle
 or old session and signing out end it; and every service on the store (every worker) knows it."""
 

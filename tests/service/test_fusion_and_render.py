@@ -9,7 +9,7 @@ from rag.retrieve.fusion import reciprocal_rank_fusion
 from rag.retrieve.keyword import match_expression
 from rag.retrieve.text import query_terms
 from rag.retrieve.types import TRUNCATION_MARK, Hit, LaneHit
-from rag.service.search import clamp_limit
+from rag.service.query.search import clamp_limit
 
 
 def lane(*ids: int) -> list[LaneHit]:

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from rag.mcp.server import TOOLS
-from rag.service.kb_search import UNEXPECTED
+from rag.service.query.kb_search import UNEXPECTED
 from rag.settings import Settings
 from rag.store.models import FOLDER, Node
 

@@ -7,8 +7,8 @@ import pytest
 from sqlalchemy import select
 
 from rag.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied
-from rag.service.edits import ASSISTANT_KB
-from rag.service.tree import ROOT_FIXED
+from rag.service.content.edits import ASSISTANT_KB
+from rag.service.content.tree import ROOT_FIXED
 from rag.store.models import Chunk, Node
 
 BODY = "# Quokka rota\n\nThe quokka rota changes every Monday at nine, says the marsupial desk.\n"

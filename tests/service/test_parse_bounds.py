@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from rag.ingest.formats import FileTooComplex, UnreadableFile, parse_bytes, parse_here
+from rag.ingest.formats import FileTooComplex, UnreadableFile, parse_here
+from rag.ingest.read import parse_bytes
 from rag.ingest.formats import docx as docx_format
 from rag.ingest.sandbox import Limits, ParsePool, ParsingStopped
 

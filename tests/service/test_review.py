@@ -1,4 +1,4 @@
-"""The reviewer's reads (rag/service/review.py), each with its access rule and its HTTP endpoint:
+"""The reviewer's reads (rag/service/content/review.py), each with its access rule and its HTTP endpoint:
 drafts awaiting review in a knowledge base, the difference between two versions, one node's history."""
 
 from __future__ import annotations

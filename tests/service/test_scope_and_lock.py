@@ -10,7 +10,7 @@ import pytest
 
 from rag.errors import PermissionDenied, StoreLocked
 from rag.service import KnowledgeService, Principal
-from rag.service.principal import ACCESS_FOLDERS, ACCESS_NONE
+from rag.service.identity.principal import ACCESS_FOLDERS, ACCESS_NONE
 
 
 def test_folder_scope_fills_top_k_with_in_scope_hits(svc, admin, small_tree):

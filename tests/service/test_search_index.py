@@ -173,7 +173,7 @@ def test_the_services_lanes_count_the_chunks_answer_health_and_fill_the_hits(svc
     # first result's words) finds the page by its title too, which its ranks say.
     assert hit.retrievers == ["vector", "text"]
     assert set(hit.lane_ranks) == ({"vector", "text", "bridge"} if "title" in lanes else {"vector", "text"})
-    assert hit.vector_similarity == hit.lane_scores["vector"] > 0 and hit.text_score == hit.lane_scores["text"] > 0
+    assert hit.vector_similarity == hit.lane_scores["vector"] > 0 and hit.lane_scores["text"] > 0
 
 
 def test_score_fusion_orders_by_how_far_each_lane_set_a_candidate_apart():

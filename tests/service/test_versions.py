@@ -7,7 +7,7 @@ from sqlalchemy import select
 
 from rag.errors import InvalidArgument, NotFound
 from rag.service import KnowledgeService
-from rag.service.publish import request_publish
+from rag.service.indexing.publish import request_publish
 from rag.store.models import ARCHIVED, DRAFT, PUBLISHED, Chunk, DocumentVersion
 
 V1 = "# Expense policy\n\nMeals are reimbursed up to the platypus allowance of 40 dollars.\n"

@@ -12,7 +12,7 @@ import pytest
 
 from rag.errors import InvalidArgument, NotFound, PermissionDenied
 from rag.service import KnowledgeService, Principal
-from rag.service.tree import subtree
+from rag.service.content.tree import subtree
 
 from ..support.mcp_support import run, session
 

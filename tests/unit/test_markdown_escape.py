@@ -12,7 +12,7 @@ import zlib
 import docx
 from markdown_it import MarkdownIt
 
-from rag.ingest.formats import parse_bytes
+from rag.ingest.read import parse_bytes
 from rag.ingest.formats.markdown import escape_text, fenced
 from rag.synthesize.markup import clean_text
 

@@ -22,7 +22,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from rag.api.auth import Service
 from rag.commands import IN_PROCESS, OPERATIONS, exit_code
 from rag.errors import STORAGE_FULL, InvalidArgument, NotFound, RagError, Unauthenticated, is_storage_full
-from rag.service.tokens import INVALID_TOKEN
+from rag.service.identity.tokens import INVALID_TOKEN
 
 log = logging.getLogger("rag.api")
 

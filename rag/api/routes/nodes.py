@@ -23,7 +23,7 @@ from rag.service.arguments import (
     NODE_ID,
     SEARCH_NODES_BY_NAME,
 )
-from rag.service.views import CreatedDocument, Deleted, DocumentView, FolderTree, NamedNode, NodeInfo, View
+from rag.service.content.views import CreatedDocument, Deleted, DocumentView, FolderTree, NamedNode, NodeInfo, View
 
 router = APIRouter(prefix="/v1", tags=["folders and documents"], responses=ERROR_RESPONSES)
 

@@ -1,4 +1,4 @@
-"""Reviewing (rag/service/review.py): the drafts awaiting review in a knowledge base, the difference
+"""Reviewing (rag/service/content/review.py): the drafts awaiting review in a knowledge base, the difference
 between two versions of a document, and one node's activity. The editor (rag/web/) reads the same
 service calls; the service checks who may see what."""
 
@@ -12,7 +12,7 @@ from rag.api.auth import Caller, Service
 from rag.api.errors import ERROR_RESPONSES
 from rag.api.routes.nodes import DocumentId, view_response
 from rag.service.arguments import DIFF_VERSIONS, DOCUMENT_ACTIVITY, LIST_DRAFTS
-from rag.service.views import DocumentActivity, DraftInfo, VersionDiff
+from rag.service.content.views import DocumentActivity, DraftInfo, VersionDiff
 
 router = APIRouter(prefix="/v1", tags=["review"], responses=ERROR_RESPONSES)
 

@@ -1,7 +1,7 @@
 """Documents from files: a multipart upload makes a document of a PDF, HTML, Word, Markdown or text
 file, and a version's original file can be downloaded again.
 
-The service (rag/service/originals.py) checks the role, the scopes and the folder access, bounds
+The service (rag/service/indexing/originals.py) checks the role, the scopes and the folder access, bounds
 the file's size, parses it and keeps it; these routes only translate. The whole request is bounded
 before it is read (BodyLimit, rag/api/limits.py, with the upload limit for this path).
 
@@ -32,14 +32,14 @@ from rag.api.errors import ERROR_RESPONSES, ErrorBody, error_response
 from rag.api.routes.nodes import DocumentId
 from rag.api.routes.versions import ReadNumber
 from rag.errors import RagError, TooManyRequests
-from rag.service.originals import (
+from rag.service.indexing.originals import (
     SERVED_MEDIA_TYPES,
     FileTooLarge,
     content_disposition,
     parse_file_async,
     too_large_message,
 )
-from rag.service.views import CreatedDocument
+from rag.service.content.views import CreatedDocument
 from rag.settings import Settings
 
 UPLOAD_PATH = "/v1/uploads"

@@ -16,7 +16,7 @@ from rag.api.errors import ERROR_RESPONSES
 from rag.api.node_schemas import ContentBody
 from rag.api.routes.nodes import DocumentId, view_response
 from rag.service.arguments import GET_DOCUMENT_VERSION, PUBLISH_DOCUMENT_VERSION, ROLLBACK_DOCUMENT_VERSION
-from rag.service.views import VersionInfo, VersionView
+from rag.service.content.views import VersionInfo, VersionView
 
 router = APIRouter(prefix="/v1/documents/{node_id}", tags=["versions"], responses=ERROR_RESPONSES)
 

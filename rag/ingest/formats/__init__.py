@@ -1,7 +1,8 @@
 """One interface for every file format ingestion reads: bytes and a file name in, a ParsedDocument out.
 
-`parse_bytes` is the only entry point the rest of the service calls (directory ingest, HTTP uploads,
-import). Each format lives in its own module here and returns a ParsedDocument whose body is Markdown
+The rest of the service calls `parse_bytes` (rag/ingest/read.py: directory ingest, HTTP uploads,
+import), which runs `parse_here` in a bounded worker for a binary format (rag/ingest/sandbox.py,
+which builds on this module). Each format lives in its own module here and returns a ParsedDocument whose body is Markdown
 text; a paged format (PDF) also fills `ParsedDocument.pages` with (start, end, page) character spans
 of the body, pages 1-based physical indexes. A file that cannot be read raises UnreadableFile with a
 message for the caller (it names no internals; the caller adds the file name).
@@ -73,19 +74,9 @@ def decode_text(data: bytes) -> str:
     return text
 
 
-def parse_bytes(data: bytes, filename: str, fallback_title: str | None = None) -> ParsedDocument:
-    """Parse one file's bytes by its suffix. Raises UnreadableFile (a ValueError) when it cannot,
-    FileTooComplex when it would pass a bound. A binary format is parsed in a worker process under
-    bounds of memory, time and output (rag/ingest/sandbox.py); text in this process."""
-    if PurePath(filename).suffix.lower() in BINARY_PARSERS:
-        from rag.ingest.sandbox import shared_pool
-
-        return shared_pool().parse(data, filename, fallback_title)
-    return parse_here(data, filename, fallback_title)
-
-
 def parse_here(data: bytes, filename: str, fallback_title: str | None = None) -> ParsedDocument:
-    """Parse in this process, unbounded: only a parse worker (and parse_bytes for text) calls this."""
+    """Parse in this process, unbounded: only a parse worker (and parse_bytes, rag/ingest/read.py, for
+    text) calls this."""
     name = PurePath(filename)
     suffix = name.suffix.lower()
     title = fallback_title or humanize(name.stem)

@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from sqlalchemy import select
 
 from rag.errors import InvalidArgument
-from rag.ingest.formats import BINARY_PARSERS, UnreadableFile, parse_bytes, supported_suffixes
+from rag.ingest.formats import BINARY_PARSERS, UnreadableFile, supported_suffixes
 from rag.ingest.parse import ParsedDocument, humanize, parse_record
-from rag.service import tree
+from rag.ingest.read import parse_bytes
+from rag.service.content import tree
 from rag.service.checks import name_problem
-from rag.service.originals import keep_original
-from rag.service.principal import Principal
+from rag.service.indexing.originals import keep_original
+from rag.service.identity.principal import Principal
 from rag.store.models import (
     DOCUMENT,
     DRAFT,
@@ -48,11 +49,11 @@ from rag.store.models import (
 )
 
 if TYPE_CHECKING:
-    from rag.service.access import Access
+    from rag.service.identity.access import Access
     from rag.service.activity import ActivityLog
-    from rag.service.catalog import Catalog
-    from rag.service.edits import NodeEdits
-    from rag.service.publish import Publisher
+    from rag.service.content.catalog import Catalog
+    from rag.service.content.edits import NodeEdits
+    from rag.service.indexing.publish import Publisher
     from rag.settings import Settings
     from rag.store.db import Database
 
@@ -115,7 +116,7 @@ class _Sync:
         self, kb: KnowledgeBase, root_key: str, items: list[_Item], report: IngestReport, progress: IngestProgress
     ) -> None:
         from rag.service.checks import content_hash, name_key
-        from rag.service.publish import request_publish
+        from rag.service.indexing.publish import request_publish
 
         service = self.service
         self.root_key = root_key
@@ -191,7 +192,7 @@ class _Sync:
 
     @staticmethod
     def _keep_original(session, version: DocumentVersion, item: _Item) -> None:
-        """A parsed file (PDF, HTML, Word) stays beside its version (rag/service/originals.py)."""
+        """A parsed file (PDF, HTML, Word) stays beside its version (rag/service/indexing/originals.py)."""
         if item.original is not None:
             keep_original(session, version.id, Path(item.label).name, item.original)
 

@@ -11,7 +11,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Callable
 
-from rag.service.publish import Publisher
+from rag.service.indexing.publish import Publisher
 
 log = logging.getLogger(__name__)
 

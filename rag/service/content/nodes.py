@@ -14,12 +14,12 @@ from sqlalchemy import func, select, update
 from rag.errors import InvalidArgument, NotFound
 from rag.service.activity import recorded
 from rag.service.checks import MAX_NAME_CHARS, int_arg, is_id, text_arg
-from rag.service import tree
-from rag.service.access import NOT_FOUND
+from rag.service.content import tree
+from rag.service.identity.access import NOT_FOUND
 from rag.service.arguments import DOCUMENTS_LIMIT_DEFAULT, DOCUMENTS_LIMIT_MAX, NAMES_LIMIT_DEFAULT, NAMES_LIMIT_MAX
-from rag.service.principal import Principal
-from rag.service.search import check_query
-from rag.service.views import (
+from rag.service.identity.principal import Principal
+from rag.service.arguments import check_query
+from rag.service.content.views import (
     CurrentNode,
     DocumentHit,
     DocumentView,
@@ -33,7 +33,7 @@ from rag.service.views import (
 from rag.store.models import DOCUMENT, FOLDER, PUBLISHED, DocumentVersion, Node
 
 if TYPE_CHECKING:
-    from rag.service.access import Access
+    from rag.service.identity.access import Access
     from rag.service.activity import ActivityLog
     from rag.service.engines import Engines
     from rag.settings import Settings

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 from sqlalchemy import delete, or_
 
 from rag.errors import PermissionDenied, Unauthenticated
-from rag.service.principal import Principal
+from rag.service.identity.principal import Principal
 from rag.store.models import EditorSession, utcnow
 
 if TYPE_CHECKING:
     from rag.service.activity import ActivityLog
-    from rag.service.tokens import Tokens
+    from rag.service.identity.tokens import Tokens
     from rag.store.db import Database
 
 IDLE = timedelta(hours=8)  # a session unused this long is over

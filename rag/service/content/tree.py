@@ -1,22 +1,74 @@
-"""The node tree's plain facts, shared by the parts of the service: what is below a node, whether a
-sibling name is taken, a node's path, which versions a document has. Nothing here checks access:
-that is rag/service/access.py's, which the callers ask first.
+"""The node tree's plain facts, shared by the parts of the service: a workspace's knowledge bases
+(made on first use, each with its root folder), what is below a node, whether a sibling name is taken,
+a node's path, which versions a document has. Nothing here checks access:
+that is rag/service/identity/access.py's, which the callers ask first.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from rag.errors import InvalidArgument, NotFound
-from rag.service.checks import name_key
-from rag.store.models import DRAFT, FOLDER, PUBLISHED, DocumentVersion, Node
+from rag.service.checks import name_arg, name_key
+from rag.store.models import DRAFT, FOLDER, PUBLISHED, DocumentVersion, KnowledgeBase, Node, Workspace
+
+if TYPE_CHECKING:
+    from rag.settings import Settings
+    from rag.store.db import Database
 
 
 ROOT_FIXED = "the root folder of a knowledge base cannot be renamed, moved or deleted"
 SCOPE_ROOT_FIXED = "a folder this token was given cannot be renamed, moved or deleted"
+
+
+def workspace_kbs(session: Session, workspace_id: str) -> list[KnowledgeBase]:
+    """Every knowledge base of a workspace, oldest first."""
+    return list(session.scalars(
+        select(KnowledgeBase)
+        .where(KnowledgeBase.workspace_id == workspace_id)
+        .order_by(KnowledgeBase.created_at, KnowledgeBase.name)
+    ))
+
+
+def ensure_workspace(db: Database, settings: Settings, workspace_id: str) -> Workspace:
+    """The workspace, made on first use with its default knowledge base."""
+    workspace_id = workspace_id.strip()
+    if not workspace_id or len(workspace_id) > 64 or ":" in workspace_id:
+        raise InvalidArgument("a workspace name must be 1 to 64 characters, without ':'")
+    with db.session() as session:
+        workspace = session.get(Workspace, workspace_id)
+        if workspace is None:
+            workspace = Workspace(id=workspace_id, name=workspace_id)
+            session.add(workspace)
+            session.flush()
+            create_kb(session, workspace_id, settings.default_kb)
+        return workspace
+
+
+def create_kb(session: Session, workspace_id: str, name: str) -> KnowledgeBase:
+    """A new knowledge base with its root folder (named as the base)."""
+    name = name_arg(name, "knowledge base")
+    if ":" in name:
+        raise InvalidArgument("a knowledge base name cannot contain ':'")
+    if session.scalar(
+        select(KnowledgeBase).where(KnowledgeBase.workspace_id == workspace_id, KnowledgeBase.name_key == name_key(name))
+    ):
+        raise InvalidArgument(f"a knowledge base named {name!r} already exists in this workspace")
+    kb = KnowledgeBase(workspace_id=workspace_id, name=name, name_key=name_key(name))
+    session.add(kb)
+    session.flush()
+    root = Node(
+        workspace_id=workspace_id, kb_id=kb.id, parent_id=None, kind=FOLDER, name=name, name_key=name_key(name),
+        source_label=f"kb:{name}",
+    )
+    session.add(root)
+    session.flush()
+    kb.root_id = root.id
+    return kb
+
 
 
 class TreeRow(NamedTuple):

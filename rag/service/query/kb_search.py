@@ -19,12 +19,12 @@ from rag.errors import InvalidArgument, NotFound, RagError, Unavailable
 from rag.retrieve.types import Hit, Scope
 from rag.service.checks import int_arg, name_key
 from rag.service.arguments import TOP_K_DEFAULT, TOP_K_MAX
-from rag.service.catalog import workspace_kbs
-from rag.service.principal import Principal
-from rag.service.search import check_query
+from rag.service.content.tree import workspace_kbs
+from rag.service.identity.principal import Principal
+from rag.service.arguments import check_query
 
 if TYPE_CHECKING:
-    from rag.service.access import Access
+    from rag.service.identity.access import Access
     from rag.service.activity import ActivityLog
     from rag.service.engines import Engines
     from rag.store.db import Database

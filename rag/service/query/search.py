@@ -8,25 +8,14 @@ from typing import TYPE_CHECKING, Sequence
 from rag.errors import InvalidArgument
 from rag.retrieve.types import Hit
 from rag.service.activity import recorded
-from rag.service.arguments import MAX_QUERY_CHARS, SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX
-from rag.service.checks import clamped_int, encodable
-from rag.service.principal import Principal
+from rag.service.arguments import SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX, check_query
+from rag.service.checks import clamped_int
+from rag.service.identity.principal import Principal
 
 if TYPE_CHECKING:
-    from rag.service.access import Access
+    from rag.service.identity.access import Access
     from rag.service.activity import ActivityLog
     from rag.service.engines import Engines
-
-def check_query(query: object) -> str:
-    """A question or a search: non-empty text of at most MAX_QUERY_CHARS, which the store and the
-    tokenizers can hold (no lone surrogate)."""
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidArgument("`query` must be a non-empty string")
-    if len(query) > MAX_QUERY_CHARS:
-        raise InvalidArgument(f"`query` must be at most {MAX_QUERY_CHARS} characters")
-    if not encodable(query):
-        raise InvalidArgument("`query` must be valid Unicode text (it holds a lone surrogate)")
-    return query
 
 
 def clamp_limit(value: object) -> int:

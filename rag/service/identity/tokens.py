@@ -21,9 +21,9 @@ from sqlalchemy.orm import Session
 from rag.errors import InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from rag.service.activity import recorded
 from rag.service.arguments import MAX_EXPIRY_DAYS, MAX_TOKEN_NAME_CHARS
-from rag.service.catalog import ensure_workspace
+from rag.service.content.tree import ensure_workspace
 from rag.service.checks import MAX_NAME_CHARS, id_arg, int_arg, lookup_name_arg, name_arg, name_key
-from rag.service.principal import (
+from rag.service.identity.principal import (
     ACCESS_ALL,
     ACCESS_FOLDERS,
     ACCESS_LEVELS,
@@ -34,7 +34,7 @@ from rag.service.principal import (
     Principal,
     Standing,
 )
-from rag.service.views import View
+from rag.service.content.views import View
 from rag.store.models import (
     AGENT,
     FOLDER,
@@ -48,7 +48,7 @@ from rag.store.models import (
 )
 
 if TYPE_CHECKING:
-    from rag.service.access import Access
+    from rag.service.identity.access import Access
     from rag.service.activity import ActivityLog
     from rag.settings import Settings
     from rag.store.db import Database
@@ -163,7 +163,7 @@ class Tokens:
 
     def authenticate_token_id(self, token_id: str) -> Principal:
         """The principal of a token the server itself holds the id of (an editor session, made by
-        signing in with the secret: rag/service/sessions.py), under the same rules as authenticate."""
+        signing in with the secret: rag/service/identity/sessions.py), under the same rules as authenticate."""
         return self._principal(ApiToken.id == token_id)
 
     def _principal(self, which: Any) -> Principal:

@@ -9,33 +9,31 @@ import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 from sqlalchemy import false, func, select
 
 from rag.errors import InvalidArgument, NotFound
 from rag.service.checks import name_key
-from rag.service.principal import Principal
+from rag.service.identity.principal import Principal
 from rag.store.models import (
     KnowledgeBase,
     Workspace,
 )
 
-from rag.service.transfer_rows import (
+from rag.service.transfer.rows import (
     BATCH,
     FORMAT,
     FORMAT_VERSION,
     TABLES,
     ExportReport,
     StageProgress,
+    TransferParts,
     _current_revision,
     batch_of,
     _dump,
     _line,
 )
-
-if TYPE_CHECKING:
-    from rag.service.transfer import Transfer
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +128,7 @@ def _parents_first(pairs: Iterable[tuple[str, str | None]]) -> list[str]:
     return order
 
 
-def _resolve_scope(svc: Transfer, session, kb_names: list[str], workspace: str | None) -> tuple[list[str] | None, str | None, set[str]]:
+def _resolve_scope(svc: TransferParts, session, kb_names: list[str], workspace: str | None) -> tuple[list[str] | None, str | None, set[str]]:
     if not kb_names and workspace is None:
         return None, None, set()
     workspace = workspace or svc.settings.default_workspace
@@ -174,7 +172,7 @@ def _archive_file(target: Path | IO[bytes]) -> Iterator[IO[bytes]]:
 
 
 def export_archive(
-    svc: Transfer,
+    svc: TransferParts,
     principal: Principal,
     target: Path | IO[bytes],
     kb_names: Iterable[str] = (),
@@ -221,7 +219,7 @@ def export_archive(
     return report
 
 
-def _workspaces(svc: Transfer) -> list[str]:
+def _workspaces(svc: TransferParts) -> list[str]:
     with svc.db.session() as session:
         return list(session.scalars(select(Workspace.id).order_by(Workspace.id)))
 

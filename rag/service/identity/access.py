@@ -20,11 +20,10 @@ from sqlalchemy.orm import Session
 
 from rag.errors import InvalidArgument, NotFound, PermissionDenied
 from rag.retrieve.types import Hit, Scope
-from rag.service.catalog import ensure_workspace, workspace_kbs
 from rag.service.checks import id_arg, lookup_name_arg, name_key
-from rag.service.principal import ACCESS_ALL, ACCESS_FOLDERS, ROLES, SCOPE_READ, SCOPE_WRITE, Principal
-from rag.service.tree import ROOT_FIXED, SCOPE_ROOT_FIXED, subtree, version_marks
-from rag.service.views import NodeInfo
+from rag.service.identity.principal import ACCESS_ALL, ACCESS_FOLDERS, ROLES, SCOPE_READ, SCOPE_WRITE, Principal
+from rag.service.content.tree import ROOT_FIXED, SCOPE_ROOT_FIXED, ensure_workspace, subtree, version_marks, workspace_kbs
+from rag.service.content.views import NodeInfo
 from rag.store.models import DOCUMENT, KnowledgeBase, Node
 
 if TYPE_CHECKING:

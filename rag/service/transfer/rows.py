@@ -1,6 +1,6 @@
-"""What an archive is made of, shared by export and import (rag/service/transfer.py tells the
-whole story): the tables in load order, the reports, column values in and out of JSON, and the
-store's migration revision."""
+"""What an archive is made of, shared by export and import (rag/service/transfer/archives.py tells the
+whole story): the tables in load order, the reports, column values in and out of JSON, the
+store's migration revision, and what of the service both are given (`TransferParts`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from sqlalchemy import DateTime, Integer, LargeBinary, String, Table
 from sqlalchemy.types import JSON
@@ -28,6 +28,14 @@ from rag.store.models import (
     PrincipalRecord,
     Workspace,
 )
+
+if TYPE_CHECKING:
+    from rag.service.activity import ActivityLog
+    from rag.service.engines import Engines
+    from rag.service.identity.access import Access
+    from rag.service.indexing.publish import Publisher
+    from rag.settings import Settings
+    from rag.store.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +58,17 @@ def batch_of(table: str | None) -> int:
     return TABLE_BATCH.get(table or "", BATCH)
 
 StageProgress = Callable[[str, int, int], None]  # (stage, done, total), as ingestion reports it
+
+
+class TransferParts(Protocol):
+    """What export and import use of the service: the Transfer part (archives.py) is one."""
+
+    db: Database
+    settings: Settings
+    access: Access
+    activity: ActivityLog
+    engines: Engines
+    publisher: Publisher
 
 
 @dataclass

@@ -36,14 +36,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterable
 
-from rag.service.principal import Principal
-from rag.service.transfer_rows import ExportReport, ImportReport, StageProgress
+from rag.service.identity.principal import Principal
+from rag.service.transfer.exporting import export_archive
+from rag.service.transfer.importing import import_archive
+from rag.service.transfer.rows import ExportReport, ImportReport, StageProgress
 
 if TYPE_CHECKING:
-    from rag.service.access import Access
+    from rag.service.identity.access import Access
     from rag.service.activity import ActivityLog
     from rag.service.engines import Engines
-    from rag.service.publish import Publisher
+    from rag.service.indexing.publish import Publisher
     from rag.settings import Settings
     from rag.store.db import Database
 
@@ -64,12 +66,8 @@ class Transfer:
                        workspace: str | None = None, progress: StageProgress | None = None) -> ExportReport:
         """Write the store (or a workspace, or some of its knowledge bases) as an archive to `target`,
         a path or a binary stream."""
-        from rag.service.transfer_export import export_archive
-
         return export_archive(self, principal, target, kb_names, workspace, progress)
 
     def import_archive(self, principal: Principal, path: Path, progress: StageProgress | None = None) -> ImportReport:
         """Load an archive into this store, whole or not at all, and index its published versions."""
-        from rag.service.transfer_import import import_archive
-
         return import_archive(self, principal, path, progress)

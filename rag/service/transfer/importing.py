@@ -9,14 +9,14 @@ import time
 from dataclasses import dataclass, field
 from itertools import groupby
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from rag.errors import AlreadyExists, InvalidArgument, NotFound, RagError
-from rag.service.principal import Principal
-from rag.service.publish import request_publishes
+from rag.service.identity.principal import Principal
+from rag.service.indexing.publish import request_publishes
 from rag.store.api_tokens import make_api_tokens_home_only
 from rag.store.models import (
     DRAFT,
@@ -33,7 +33,7 @@ from rag.store.models import (
     Workspace,
 )
 
-from rag.service.transfer_rows import (
+from rag.service.transfer.rows import (
     BATCH,
     FORMAT,
     FORMAT_VERSION,
@@ -41,13 +41,11 @@ from rag.service.transfer_rows import (
     Damaged,
     ImportReport,
     StageProgress,
+    TransferParts,
     _known_revisions,
     _load_row,
     batch_of,
 )
-
-if TYPE_CHECKING:
-    from rag.service.transfer import Transfer
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +235,7 @@ def _present(session, column, values: list) -> list:
     return found
 
 
-def _clashes(svc: Transfer, c: _Contents) -> list[str]:
+def _clashes(svc: TransferParts, c: _Contents) -> list[str]:
     """What the archive would add that the target already has, in words (empty: nothing)."""
     said: list[str] = []
 
@@ -283,7 +281,7 @@ def _clashes(svc: Transfer, c: _Contents) -> list[str]:
 
 # ----- import: loading and indexing -----
 
-def import_archive(svc: Transfer, principal: Principal, path: Path,
+def import_archive(svc: TransferParts, principal: Principal, path: Path,
                    progress: StageProgress | None = None) -> ImportReport:
     """Load an archive into this store with its ids, then index its published versions again.
     Refused (InvalidArgument, nothing written) when the archive is damaged or of an unknown format,
@@ -308,7 +306,7 @@ def import_archive(svc: Transfer, principal: Principal, path: Path,
     return report
 
 
-def _load(svc: Transfer, archive: _Archive, contents: _Contents, report: ImportReport,
+def _load(svc: TransferParts, archive: _Archive, contents: _Contents, report: ImportReport,
           progress: StageProgress | None) -> tuple[dict[int, dict[str, Any]], list[int]]:
     """Every row in one transaction. Returns the published versions (with the columns publishing
     rewrites) and the versions the archive holds as `publishing` (an unfinished publish)."""
@@ -402,7 +400,7 @@ def _insert(session, table: str | None, rows: list[dict[str, Any]]) -> None:
         session.execute(insert(TABLES[table]), same)  # type: ignore[index]
 
 
-def _index(svc: Transfer, published: dict[int, dict[str, Any]], pending: list[int], report: ImportReport,
+def _index(svc: TransferParts, published: dict[int, dict[str, Any]], pending: list[int], report: ImportReport,
            progress: StageProgress | None) -> None:
     """Chunk, embed and index the published versions (and finish the publishes the source had not
     finished), then give the published ones back their own timestamps. Indexing that fails leaves
@@ -437,7 +435,7 @@ def _index(svc: Transfer, published: dict[int, dict[str, Any]], pending: list[in
         )
 
 
-def _restore(svc: Transfer, published: dict[int, dict[str, Any]]) -> None:
+def _restore(svc: TransferParts, published: dict[int, dict[str, Any]]) -> None:
     """Publishing stamps the time it finished; an imported version keeps the archive's."""
     ids = list(published)
     with svc.db.session() as session:
@@ -449,7 +447,7 @@ def _restore(svc: Transfer, published: dict[int, dict[str, Any]]) -> None:
                 session.execute(update(DocumentVersion), [{"id": version_id, **published[version_id]} for version_id in done])
 
 
-def _requeue(svc: Transfer, ids: list[int]) -> int:
+def _requeue(svc: TransferParts, ids: list[int]) -> int:
     """Versions a failed indexing put back in draft are publish jobs again; returns how many are
     left to index."""
     left = 0

@@ -26,14 +26,14 @@ from sqlalchemy.orm import Session
 from rag.service.activity import recorded, shown_detail
 from rag.service.arguments import ACTIVITY_LIMIT_DEFAULT, ACTIVITY_LIMIT_MAX, DRAFTS_LIMIT_DEFAULT, DRAFTS_LIMIT_MAX
 from rag.service.checks import int_arg
-from rag.service import tree
-from rag.service.principal import Principal
-from rag.service.tokens import is_agent_actor
-from rag.service.views import DocumentActivity, DraftInfo, NodeActivityEntry, NodeInfo, VersionDiff
+from rag.service.content import tree
+from rag.service.identity.principal import Principal
+from rag.service.identity.tokens import is_agent_actor
+from rag.service.content.views import DocumentActivity, DraftInfo, NodeActivityEntry, NodeInfo, VersionDiff
 from rag.store.models import DOCUMENT, DRAFT, Activity, DocumentVersion, Node
 
 if TYPE_CHECKING:
-    from rag.service.access import Access
+    from rag.service.identity.access import Access
     from rag.service.activity import ActivityLog
     from rag.store.db import Database
 

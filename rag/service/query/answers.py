@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from rag.errors import RagError
 from rag.retrieve.types import Hit, Query
-from rag.service.principal import Principal
-from rag.service.search import check_query
+from rag.service.identity.principal import Principal
+from rag.service.arguments import check_query
 from rag.synthesize.conversation import standalone_question, validate_history
 from rag.synthesize.relevance import relevant_hits
 from rag.synthesize.types import ABSTENTION, Answer, AnswerEvent
 
 if TYPE_CHECKING:
-    from rag.service.access import Access
+    from rag.service.identity.access import Access
     from rag.service.activity import ActivityLog
     from rag.service.engines import Engines
     from rag.settings import Settings

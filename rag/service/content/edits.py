@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 from rag.errors import AlreadyExists, InvalidArgument, PermissionDenied
 from rag.service.activity import recorded
 from rag.service.checks import content_arg, content_hash, int_arg, metadata_arg, name_arg, name_key, summary_arg
-from rag.service import tree
-from rag.service.principal import Principal
-from rag.service.publish import lock_nodes, request_publish
-from rag.service.views import CreatedDocument, Deleted, NodeInfo, VersionInfo
+from rag.service.content import tree
+from rag.service.identity.principal import Principal
+from rag.service.indexing.publish import lock_nodes, request_publish
+from rag.service.content.views import CreatedDocument, Deleted, NodeInfo, VersionInfo
 from rag.store.models import (
     ARCHIVED,
     DOCUMENT,
@@ -35,11 +35,11 @@ from rag.store.models import (
 )
 
 if TYPE_CHECKING:
-    from rag.service.access import Access
+    from rag.service.identity.access import Access
     from rag.service.activity import ActivityLog
-    from rag.service.catalog import Catalog
+    from rag.service.content.catalog import Catalog
     from rag.service.engines import Engines
-    from rag.service.publish import Publisher, PublishQueue
+    from rag.service.indexing.publish import Publisher, PublishQueue
     from rag.settings import Settings
     from rag.store.db import Database
 

@@ -23,10 +23,11 @@ from urllib.parse import quote
 from sqlalchemy.orm import Session
 
 from rag.errors import InvalidArgument, NotFound, RagError
-from rag.ingest.formats import BINARY_PARSERS, UnreadableFile, parse_bytes
+from rag.ingest.formats import BINARY_PARSERS, UnreadableFile
 from rag.ingest.formats import FileTooComplex as FileTooComplexToParse
 from rag.ingest.parse import ParsedDocument
-from rag.service import tree
+from rag.ingest.read import parse_bytes
+from rag.service.content import tree
 from rag.service.activity import recorded
 from rag.service.checks import (
     MAX_CONTENT_CHARS,
@@ -38,14 +39,14 @@ from rag.service.checks import (
     name_arg,
     summary_arg,
 )
-from rag.service.principal import Principal
-from rag.service.views import CreatedDocument
+from rag.service.identity.principal import Principal
+from rag.service.content.views import CreatedDocument
 from rag.store.models import DOCUMENT, DRAFT, DocumentOriginal, DocumentVersion, KnowledgeBase
 
 if TYPE_CHECKING:
-    from rag.service.access import Access
+    from rag.service.identity.access import Access
     from rag.service.activity import ActivityLog
-    from rag.service.edits import NodeEdits
+    from rag.service.content.edits import NodeEdits
     from rag.settings import Settings
     from rag.store.db import Database
 
