@@ -113,5 +113,5 @@ def test_pdf_text_that_looks_like_markup_stays_text() -> None:
 
 def test_escaping_is_linear_and_leaves_plain_text_alone() -> None:
     assert escape_text("Terms & conditions [1] p < 0.05 a_b *c*") == "Terms & conditions [1] p &lt; 0.05 a_b *c*"
-    hostile = "[" * 200_000 + "](" + "&#1;" * 50_000
+    hostile = "[" * 20_000 + "](" + "&#1;" * 5_000
     assert live(escape_text(hostile)) == [] and len(escape_text(hostile)) < 3 * len(hostile)
