@@ -139,7 +139,7 @@ def test_search_shows_at_most_two_excerpts_of_a_document_first_unless_fewer_docu
 
 def test_tune_fusion_compares_methods_reproduces_the_retriever_and_replays_saved_rankings(tmp_path, capsys):
     from evals.tune_fusion import main
-    from tests.test_eval_retrieval_cli import write_beir
+    from tests.support.beir import write_beir
 
     dataset, saved = write_beir(tmp_path / "beir"), tmp_path / "rankings.json"
     args = ["--dataset", str(dataset), "--split", "test", "--methods", "rrf,minmax", "--weights", "0.8,1.0", "--json"]
