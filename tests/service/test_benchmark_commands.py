@@ -7,6 +7,7 @@ checked without running it:
 - `python -m MODULE`: the module is found (importlib.util.find_spec), and `python -m MODULE --help`,
   run once per module in a subprocess (all at once, with a timeout), exits 0 and lists every `--flag`
   the command shows;
+- `bash SCRIPT` (after any `NAME=value` settings): the script is in the repository;
 - `rag …`: the leading words name a group or command of `rag.cli` (a group alone is a name, as in
   "`rag eval` scores …"), and each `--flag` shown is one of its options.
 
@@ -37,8 +38,11 @@ def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
+_SCRIPT = re.compile(r"(?:[A-Z_]+=\S+ )*bash (\S+)$")
+
+
 def _is_command(span: str) -> bool:
-    return span.startswith("python -m ") or span == "rag" or span.startswith("rag ")
+    return span.startswith("python -m ") or span == "rag" or span.startswith("rag ") or bool(_SCRIPT.match(span))
 
 
 def commands(text: str) -> list[str]:
@@ -150,6 +154,9 @@ def check_rag_command(command: str, words: list[str], flags: list[str]) -> list[
 
 
 def problems(command: str) -> list[str]:
+    script = _SCRIPT.match(command)
+    if script:
+        return [] if (ROOT / script.group(1)).is_file() else [f"`{command}`: no {script.group(1)} in the repository"]
     module, words, flags = parse(command)
     if module is None:
         return check_rag_command(command, words, flags)
@@ -178,5 +185,6 @@ def test_the_commands_are_read() -> None:
     assert problems("python -m benchmarks.search_latency --no-such-flag")
     assert problems("rag eval retrieval --dataset D --no-such-flag")
     assert problems("rag eval no-such-command")
+    assert not problems("RAG_EMBED_CACHE=/tmp/e.sqlite bash .ci/run") and problems("bash .ci/no-such-script")
     assert not problems("python -m rag.cli eval run --dataset D --judge none --home H --out O")
     assert not problems("rag --help")
