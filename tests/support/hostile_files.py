@@ -41,7 +41,8 @@ def pdf(objects: list[bytes]) -> bytes:
     return bytes(out)
 
 
-def _page_pdf(content: bytes, extra: list[bytes] = (), filtered: bool = True) -> bytes:
+def page_pdf(content: bytes, extra: list[bytes] = (), filtered: bool = True) -> bytes:
+    """One page drawing `content` (a content stream, FlateDecode-compressed unless `filtered` is false) in Helvetica."""
     stream = (b"<< /Length %d /Filter /FlateDecode >>" if filtered else b"<< /Length %d >>") % len(content)
     return pdf([
         b"<< /Type /Catalog /Pages 2 0 R >>",
@@ -57,7 +58,7 @@ def _page_pdf(content: bytes, extra: list[bytes] = (), filtered: bool = True) ->
 def pdf_flate_bomb(inflated_mib: int = 1024) -> bytes:
     """One page whose content stream (`BT ... (bomb) Tj ET` repeated) inflates to `inflated_mib` MiB
     (1 GiB: a ~1 MB file)."""
-    return _page_pdf(deflate_repeated(_BLOCK, inflated_mib))
+    return page_pdf(deflate_repeated(_BLOCK, inflated_mib))
 
 
 def pdf_many_objects(count: int = 300_000) -> bytes:
@@ -65,7 +66,7 @@ def pdf_many_objects(count: int = 300_000) -> bytes:
     content = b"BT /F1 12 Tf 72 700 Td (many objects) Tj ET"
     refs = b" ".join(b"%d 0 R" % n for n in range(7, 7 + count))
     extra = [b"[" + refs + b"]"] + [b"<< /N %d >>" % n for n in range(count)]
-    return _page_pdf(content, extra, filtered=False)
+    return page_pdf(content, extra, filtered=False)
 
 
 def pdf_deep_nesting(depth: int = 200_000) -> bytes:

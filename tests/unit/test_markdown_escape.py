@@ -15,6 +15,7 @@ from markdown_it import MarkdownIt
 from rag.ingest.read import parse_bytes
 from rag.ingest.formats.markdown import escape_text, fenced
 from rag.synthesize.markup import clean_text
+from tests.support.hostile_files import page_pdf
 
 # A permissive renderer: raw HTML on, as a client rendering an MCP tool's Markdown might be.
 RENDER = MarkdownIt("commonmark", {"html": True})
@@ -84,24 +85,7 @@ def one_page_pdf(lines: list[str]) -> bytes:
         return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
     content = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({literal(line)}) Tj T*" for line in lines) + " ET"
-    stream = zlib.compress(content.encode("latin-1"))
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
-        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
+    return page_pdf(zlib.compress(content.encode("latin-1")))
 
 
 def test_pdf_text_that_looks_like_markup_stays_text() -> None:
