@@ -1,0 +1,149 @@
+"""The connector interface: list items, fetch an item's bytes. Nothing here touches the store.
+
+A connector is built from its source's checked settings (`Config`, a pydantic model) and a
+`SyncContext` (the secret the source names, what the previous sync left, the bounds). The sync
+engine calls `items()` once per sync, compares each item's `version` with what it stored, and
+calls `fetch()` for the new and changed items only, from a few threads at once (a connector's
+`fetch` must be safe to call concurrently). A connector never reads the environment, never logs a
+secret and never puts one in an error's message.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Iterable, Mapping
+
+from pydantic import BaseModel, ConfigDict
+
+from rag.ingest.parse import ParsedDocument
+
+
+class SourceConfig(BaseModel):
+    """Base of every connector's settings: unknown keys are refused, so a typo is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing a source holds, as its listing describes it.
+
+    `id` is stable for the item's life in the source (a page id, an object key, a path) and becomes
+    the last part of the document's source id `provider:org:resource:item`. `version` changes
+    whenever the content may have (an ETag, a blob id, modification time and size, a hash): an item
+    whose version is the one last synced is not fetched again.
+    """
+
+    id: str
+    version: str
+    filename: str  # its suffix chooses the parser (".md", ".html", ".pdf", ...)
+    title: str | None = None  # the original's own title; None: the parser's (a heading, the file name)
+    url: str | None = None  # where a reader opens the original (http(s) or file), shown with answers
+    path: tuple[str, ...] = ()  # folders in the source's own hierarchy, under the source's target folder
+    label: str | None = None  # in the connector's words, after "provider:" (default: the path and title)
+    moved_from: str | None = None  # the id this item had before, when the listing saw a rename or move
+    skip: str | None = None  # listed but not taken, and why (reported as skipped; the item is not archived)
+    meta: Mapping[str, Any] = field(default_factory=dict)  # what `fetch` needs (a blob id, a zip member)
+
+
+@dataclass
+class Fetched:
+    """An item's bytes. `state` is kept with the item and handed back as `previous` on the next
+    sync (an ETag and Last-Modified for a conditional request). A connector that reads a format
+    itself (a web page's main content) returns `parsed`; the engine then skips the parsers."""
+
+    data: bytes
+    filename: str | None = None  # a better name than the listing's, once the fetch knows (a content type)
+    state: dict[str, Any] = field(default_factory=dict)
+    version: str | None = None  # the version the fetch saw, when it differs from the listing's
+    parsed: ParsedDocument | None = None
+    url: str | None = None  # where it was finally found (after redirects), when not the item's
+
+
+class NotModified(Exception):
+    """A conditional fetch answered "not modified": the stored document stays as it is."""
+
+
+class ItemFailed(Exception):
+    """One item cannot be fetched (a 404, a body past the size bound, a refused address): the sync
+    reports it with this message and goes on. The message names no secret and no internal."""
+
+
+class SourceUnavailable(Exception):
+    """The source cannot be listed at all (unreachable, refused credentials, a broken export): the
+    sync stops without archiving anything, and says this message. `transient` ones are retried."""
+
+    def __init__(self, message: str, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+@dataclass(frozen=True)
+class FetchLimits:
+    """Bounds on what one sync may fetch (rag/settings.py SourceSettings)."""
+
+    max_bytes: int = 50 * 1024 * 1024  # one item's body
+    timeout_seconds: float = 30.0  # one request: connecting, and each read
+    total_seconds: float = 120.0  # one item's fetch, redirects and retries included
+    max_items: int = 100_000  # one listing
+    concurrency: int = 4  # fetches at once
+    attempts: int = 3  # per transient failure (tenacity), with exponential backoff
+    backoff_seconds: float = 0.5
+
+
+@dataclass
+class SyncContext:
+    """What a connector is given besides its settings."""
+
+    source_name: str
+    workspace: str
+    secret: str | None = None  # the value of the secret the source names, from Settings; never stored
+    cursor: Mapping[str, Any] = field(default_factory=dict)  # what `cursor()` returned after the last complete sync
+    previous: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # item id -> its kept `state`
+    limits: FetchLimits = field(default_factory=FetchLimits)
+    allow_hosts: tuple[str, ...] = ()  # hosts a source may reach although private or loopback (tests: 127.0.0.1)
+    stop: threading.Event = field(default_factory=threading.Event)  # set: finish the item at hand, then stop
+
+
+class Connector:
+    """Base of every connector. Subclasses set the class attributes and implement `items` and
+    `fetch`; the rest has defaults."""
+
+    kind: ClassVar[str]  # the name `rag source add --kind` takes: "website", "git", ...
+    provider: ClassVar[str]  # the first part of its documents' source ids and labels: "web", "git", ...
+    Config: ClassVar[type[SourceConfig]]
+    needs_secret: ClassVar[bool] = False  # True: a source of this kind must name a secret
+    # What a vanished item's document becomes: "archive" (its published version archived, the node and
+    # its history kept) or "remove" (the folder connector's, as `rag ingest` always did).
+    vanished: ClassVar[str] = "archive"
+
+    def __init__(self, config: SourceConfig, context: SyncContext) -> None:
+        self.config = config
+        self.context = context
+
+    def resource(self) -> str:
+        """The third part of the source ids (`provider:org:resource:item`): by default the source's name."""
+        return self.context.source_name
+
+    def items(self) -> Iterable[Item]:
+        """Every item the source holds now. Raises SourceUnavailable when it cannot be listed."""
+        raise NotImplementedError
+
+    def fetch(self, item: Item, previous: Mapping[str, Any] | None) -> Fetched:
+        """The item's bytes. `previous`: the state kept from its last fetch (None the first time).
+        Raises NotModified, ItemFailed, or SourceUnavailable(transient=True) for a retryable failure."""
+        raise NotImplementedError
+
+    def cursor(self) -> dict[str, Any]:
+        """Kept after a sync that listed everything, handed back as `context.cursor` next time."""
+        return {}
+
+    def close(self) -> None:
+        return None
+
+    def __enter__(self) -> Connector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
