@@ -46,6 +46,7 @@ SKIP_CODE = "code and config files are read once the formats issue (32) lands"
 SKIP_OTHER = "not a file type ingest reads"
 SKIP_SUBMODULE = "a Git submodule: the repository it points at is not followed"
 SKIP_LINK = "a symbolic link: only the files themselves are read"
+SKIP_NAME = "the file's name is not printable UTF-8 text"
 SKIP_LFS = "a Git LFS pointer: the file itself is stored outside the repository, and LFS is not fetched"
 
 CODE_AND_CONFIG = frozenset(
@@ -70,7 +71,8 @@ _LISTING_BYTES_PER_FILE = 1024  # a generous average of one `ls-tree --long` lin
 _TRANSIENT = (
     "could not resolve host", "temporary failure in name resolution", "connection timed out", "timed out",
     "connection refused", "failed to connect", "connection reset", "remote end hung up unexpectedly",
-    "early eof", "rpc failed", "returned error: 5", "gnutls", "ssl_", "http/2 stream", "unexpected disconnect")
+    "early eof", "rpc failed", "returned error: 5", "operation too slow", "gnutls", "ssl_", "http/2 stream",
+    "unexpected disconnect")
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,9 @@ class GitConnector(Connector):
             if not remote.local.exists():
                 raise SourceUnavailable(f"the repository {self.config.repository} does not exist on this machine")
             return
+        if self.context.secret and remote.protocol == "http" and remote.host not in self.context.allow_hosts:
+            raise SourceUnavailable("the source's token would be sent unencrypted: give the repository as an "
+                                    "https:// URL")
         try:
             resolve(remote.host or "", remote.port or 0, self.context.allow_hosts, self.context.limits.timeout_seconds)
         except AddressRefused as exc:
@@ -277,6 +282,9 @@ class GitConnector(Connector):
         lowered = f"{words} {exc.stderr}".lower()
         if branch is not None and "couldn't find remote ref" in lowered:
             return SourceUnavailable(f"the repository {self.config.repository} has no branch {branch!r}")
+        if "authentication failed" in lowered or "returned error: 403" in lowered:
+            given = "the source's secret" if self.context.secret else "no secret: the source names none"
+            return SourceUnavailable(f"the repository {self.config.repository} refused the credentials ({given})")
         transient = exc.timed_out or any(sign in lowered for sign in _TRANSIENT)
         return SourceUnavailable(f"git cannot reach the repository {self.config.repository}: {words}", transient)
 
@@ -316,15 +324,23 @@ class GitConnector(Connector):
         old = self.context.cursor.get("commit")
         if not isinstance(old, str) or not _OID.fullmatch(old) or old == commit:
             return {}
-        if not self._is_ancestor(old, commit):
-            log.info("git source %s: the synced commit %s is not an ancestor of %s (the history was rewritten, "
-                     "or the branch changed); listing every file, the versions decide what changed",
-                     self.context.source_name, old[:12], commit[:12])
+        why = self._not_descendant(old, commit)
+        if why is None:
+            try:
+                out = self.git.run(
+                    [f"--git-dir={self.mirror}", "diff-tree", "-r", "-M", "-z", "--name-status", "--no-commit-id",
+                     old, commit], timeout=self.context.limits.timeout_seconds,
+                    max_output=max(1024 * 1024, 2 * (self.context.limits.max_items + 1) * 1024))
+            except GitFailed as exc:
+                why = f"they cannot be compared ({exc})"
+        if why is not None:
+            log.info("git source %s: the synced commit %s %s; renames are not looked for, every file is listed "
+                     "and the versions decide what changed", self.context.source_name, old[:12], why)
             return {}
-        out = self._local(["diff-tree", "-r", "-M", "-z", "--name-status", "--no-commit-id", old, commit],
-                          "compare the synced commit with the new one",
-                          max_output=max(1024 * 1024, 2 * (self.context.limits.max_items + 1) * 1024))
-        fields = out.split(b"\0")
+        return self._renames(out.split(b"\0"), listed)
+
+    def _renames(self, fields: list[bytes], listed: set[str]) -> dict[str, str]:
+        """The renames in `diff-tree -z --name-status` fields: "R<score>", old path, new path."""
         moves: dict[str, str] = {}
         index = 0
         while index < len(fields) - 1:  # bounded: every turn moves on by at least two fields
@@ -339,13 +355,16 @@ class GitConnector(Connector):
                 index += 2
         return moves
 
-    def _is_ancestor(self, old: str, commit: str) -> bool:
+    def _not_descendant(self, old: str, commit: str) -> str | None:
+        """Why the new commit does not simply follow the synced one; None when it does."""
         try:
             self.git.run([f"--git-dir={self.mirror}", "merge-base", "--is-ancestor", old, commit],
                          timeout=self.context.limits.timeout_seconds, max_output=1024)
-        except GitFailed:  # 1: not an ancestor; otherwise the commit is not in the mirror any more
-            return False
-        return True
+        except GitFailed as exc:
+            if exc.returncode == 1:
+                return f"is not an ancestor of {commit[:12]} (a force-push rewrote the history, or the branch changed)"
+            return "is not in the repository any more"
+        return None
 
     def _lfs_pointers(self, entries: list[_Entry]) -> set[str]:
         """The blob ids among the small files the parsers would read that are Git LFS pointers."""
@@ -371,7 +390,10 @@ class GitConnector(Connector):
             if end < 0:
                 break
             header = out[at:end].split()
-            size = int(header[2]) if len(header) == 3 and header[2].isdigit() else 0
+            if len(header) != 3 or not header[2].isdigit():  # "<oid> missing": no content follows
+                at = end + 1
+                continue
+            size = int(header[2])
             if out[end + 1:end + 1 + size].startswith(_LFS_HEADER):
                 pointers.add(header[0].decode())
             at = end + 1 + size + 1
@@ -433,6 +455,8 @@ def _entry(record: bytes) -> _Entry | None:
 
 
 def _skip(entry: _Entry, pointers: set[str]) -> str | None:
+    if not entry.path.isprintable():  # undecodable bytes (surrogates) or control characters
+        return SKIP_NAME
     if entry.type == "commit":
         return SKIP_SUBMODULE
     if entry.mode == "120000":

@@ -71,7 +71,8 @@ class Git:
         except _Bound as bound:
             _kill(proc)
             what = f"took longer than {timeout:g} s" if bound.timed_out else f"printed more than {max_output} bytes"
-            raise GitFailed(f"git {_name(args)} {what}", timed_out=bound.timed_out, too_long=not bound.timed_out) from None
+            raise GitFailed(f"git {_name(args)} {what}", timed_out=bound.timed_out,
+                            too_long=not bound.timed_out) from None
         finally:
             _kill(proc)
         if proc.returncode != 0:

@@ -83,7 +83,8 @@ class GitRepo:
 
 
 def lfs_pointer(data: bytes) -> bytes:
-    """A Git LFS pointer file as the specification writes one (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md)."""
+    """A Git LFS pointer file as the specification writes one
+    (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md)."""
     import hashlib
 
     return (f"version https://git-lfs.github.com/spec/v1\noid sha256:{hashlib.sha256(data).hexdigest()}\n"
