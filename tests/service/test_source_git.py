@@ -274,3 +274,42 @@ def test_a_transient_outage_is_retried(origin: GitRepo, tmp_path: Path):
             sync(f"{server.url}/origin.git", tmp_path, allow_hosts=("127.0.0.1",), limits=limits).items()
         assert caught.value.transient
         assert len(server.seen) == 3  # one request per attempt, then it gave up
+
+
+def test_fetches_from_several_threads_at_once(origin: GitRepo, tmp_path: Path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    connector = sync(origin.bare, tmp_path)
+    taken = [item for item in connector.items() if item.skip is None] * 4
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        bodies = list(pool.map(lambda item: connector.fetch(item, None).data, taken))
+    assert bodies == [(UV_PAGES / item.id).read_bytes() for item in taken]
+
+
+def test_a_fetch_killed_midway_leaves_no_lock_that_stops_the_next(origin: GitRepo, tmp_path: Path):
+    connector = sync(origin.bare, tmp_path)
+    listing(connector)
+    (connector.mirror / "refs" / "heads" / "main.lock").write_text("left by a git fetch killed with -9\n")
+    (connector.mirror / "packed-refs.lock").write_text("")
+    origin.copy_page("concepts/tools.md")
+    origin.commit("one more page")
+    origin.push()
+    again = sync(origin.bare, tmp_path, connector.cursor())
+    assert "concepts/tools.md" in listing(again)
+    assert again.cursor()["commit"] == origin.head()
+
+
+def test_every_git_call_is_bounded_in_time_and_output(tmp_path: Path):
+    from rag.sources.gitrun import Git, GitFailed, find_git, git_env
+
+    git = Git(find_git(), git_env(protocol="file", timeout=5, token=None, username="x"), {"hunter2": "***"})
+    with pytest.raises(GitFailed) as long:
+        git.run(["help", "--all"], timeout=10, max_output=100)
+    assert long.value.too_long
+    started = time.monotonic()
+    with pytest.raises(GitFailed) as slow:  # an alias running a shell command that outlives the bound
+        git.run(["-c", "alias.pause=!sleep 60", "pause"], timeout=0.5, max_output=100)
+    assert slow.value.timed_out and time.monotonic() - started < 10  # the whole process group was killed
+    with pytest.raises(GitFailed) as failed:
+        git.run(["--git-dir=/nonexistent/hunter2", "rev-parse", "HEAD"], timeout=5, max_output=100)
+    assert "hunter2" not in str(failed.value) and "***" in str(failed.value)
