@@ -11,7 +11,8 @@ leaves out); the diff between the synced commit and the new one (`git diff-tree 
 listing cannot see: which new path is an old one renamed, set as `moved_from` so the document, its
 versions and citations follow the file. When the synced commit is not an ancestor of the new one
 (a force-push rewrote the history) or is gone, renames are not looked for and the versions alone
-decide (a log line says so). `fetch` reads a blob from the mirror, its size checked first.
+decide (a log line says so). `fetch` reads a blob from the mirror, its size checked first (a file
+the listing already knows is too large is listed as `failed`, and not fetched at all).
 
 The `git` command does the work (no library: git's own transports, ssh and credentials handling
 are what a user expects), every call bounded in time and output and run in an environment that
@@ -401,10 +402,13 @@ class GitConnector(Connector):
 
     def _item(self, entry: _Entry, commit: str, branch: str, moves: Mapping[str, str], pointers: set[str]) -> Item:
         folders = tuple(entry.path.split("/")[:-1])
+        skip = _skip(entry, pointers)
+        bound = self._max_bytes()
+        failed = _too_big(entry.size, bound) if skip is None and (entry.size or 0) > bound else None
         return Item(
             id=entry.path, version=entry.oid, filename=entry.path.rsplit("/", 1)[-1], title=None,
             url=self._url(entry.path, commit, branch), path=folders, label=f"{self.remote.name}/{entry.path}",
-            moved_from=moves.get(entry.path), skip=_skip(entry, pointers),
+            moved_from=moves.get(entry.path), skip=skip, failed=failed,
             meta={"blob": entry.oid, "size": entry.size})
 
     def _url(self, path: str, commit: str, branch: str) -> str | None:
@@ -429,7 +433,7 @@ class GitConnector(Connector):
             if not isinstance(size, int):
                 size = int(self._read(["cat-file", "-s", oid], 64))
             if size > bound:
-                raise ItemFailed(f"the file is {size} bytes, more than the {bound} bytes a file may have")
+                raise ItemFailed(_too_big(size, bound))
             data = self._read(["cat-file", "blob", oid], bound, self.context.limits.total_seconds)
         except GitFailed as exc:
             raise ItemFailed(f"the file cannot be read from the repository: {exc}") from None
@@ -442,6 +446,10 @@ class GitConnector(Connector):
     def _max_bytes(self) -> int:
         bound = self.context.limits.max_bytes
         return min(bound, self.config.max_file_bytes) if self.config.max_file_bytes else bound
+
+
+def _too_big(size: int, bound: int) -> str:
+    return f"the file is {size} bytes, more than the {bound} bytes a file may have"
 
 
 def _entry(record: bytes) -> _Entry | None:
@@ -474,9 +482,8 @@ def _mirror_dir(config: Config, context: SyncContext) -> Path:
     """Where this source's mirror lives: the engine's per-source working directory when it gives
     one, else a folder named after the source and repository (two sources never share a mirror, so
     two syncs never fetch into one at once)."""
-    workdir = getattr(context, "workdir", None)
-    if workdir:
-        return Path(workdir) / "mirror.git"
+    if context.workdir is not None:
+        return Path(context.workdir) / "mirror.git"
     key = hashlib.sha256("\0".join((context.workspace, context.source_name, config.repository)).encode())
     base = Path(config.cache_dir) if config.cache_dir else Path(tempfile.gettempdir()) / "rag-git"
     return base / key.hexdigest()[:24] / "mirror.git"

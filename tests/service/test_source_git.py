@@ -18,7 +18,7 @@ from rag.sources.git import (SKIP_CODE, SKIP_LFS, SKIP_LINK, SKIP_OTHER, SKIP_SU
                              GitConnector)
 from rag.sources.globs import Globs
 from rag.sources.registry import connector_class
-from tests.support.gitrepo import UV_PAGES, GitHttpServer, GitRepo, lfs_pointer
+from ..support.gitrepo import UV_PAGES, GitHttpServer, GitRepo, lfs_pointer, uv_repo
 
 PAGES = ["index.md", "getting-started/installation.md", "getting-started/first-steps.md",
          "guides/projects.md", "concepts/cache.md"]
@@ -26,11 +26,7 @@ PAGES = ["index.md", "getting-started/installation.md", "getting-started/first-s
 
 @pytest.fixture
 def origin(tmp_path: Path) -> GitRepo:
-    if not UV_PAGES.is_dir():
-        pytest.skip(f"the uv documentation pages are not at {UV_PAGES}")
-    repo = GitRepo(tmp_path / "repo")
-    for page in PAGES:
-        repo.copy_page(page)
+    repo = uv_repo(tmp_path / "repo", PAGES)
     repo.write("tools/build.py", "print('built')\n")
     repo.write("mkdocs.yml", "site_name: uv\n")
     repo.write("Makefile", "all:\n\ttrue\n")
@@ -181,6 +177,7 @@ def test_oversized_files_fail_alone(origin: GitRepo, tmp_path: Path):
     items = listing(connector)
     big = items["getting-started/installation.md"]
     assert (UV_PAGES / big.id).stat().st_size > 4000
+    assert big.failed is not None and "more than the 4000 bytes a file may have" in big.failed
     with pytest.raises(ItemFailed, match=r"more than the 4000 bytes a file may have"):
         connector.fetch(big, None)
     small = next(item for item in items.values() if item.skip is None and item.meta["size"] <= 4000)
@@ -313,3 +310,11 @@ def test_every_git_call_is_bounded_in_time_and_output(tmp_path: Path):
     with pytest.raises(GitFailed) as failed:
         git.run(["--git-dir=/nonexistent/hunter2", "rev-parse", "HEAD"], timeout=5, max_output=100)
     assert "hunter2" not in str(failed.value) and "***" in str(failed.value)
+
+
+def test_the_mirror_lives_in_the_engines_working_directory(origin: GitRepo, tmp_path: Path):
+    workdir = tmp_path / "home" / "sources" / "s1"
+    context = SyncContext(source_name="repo-docs", workspace="default", workdir=workdir)
+    connector = GitConnector(Config(repository=str(origin.bare)), context)
+    assert len(list(connector.items())) == len(PAGES) + 7
+    assert connector.mirror == workdir / "mirror.git" and (workdir / "mirror.git" / "HEAD").is_file()

@@ -82,6 +82,19 @@ class GitRepo:
         self.git("update-index", "--add", "--cacheinfo", f"160000,{commit},{path}")
 
 
+def uv_repo(root: Path, pages: list[str]) -> GitRepo:
+    """A repository whose work tree holds these uv documentation pages (not committed yet); the
+    test is skipped where the shared dataset is missing."""
+    import pytest
+
+    if not UV_PAGES.is_dir():
+        pytest.skip(f"the uv documentation pages are not at {UV_PAGES}")
+    repo = GitRepo(root)
+    for page in pages:
+        repo.copy_page(page)
+    return repo
+
+
 def lfs_pointer(data: bytes) -> bytes:
     """A Git LFS pointer file as the specification writes one
     (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md)."""
