@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 import tempfile
 from dataclasses import dataclass
@@ -235,6 +236,8 @@ class GitConnector(Connector):
 
     def _prepare_mirror(self) -> None:
         try:
+            if self.context.workdir is None and self.config.cache_dir is None:
+                _check_private(self.mirror.parent.parent)
             self.mirror.mkdir(mode=0o700, parents=True, exist_ok=True)
             # A fetch killed midway (kill -9 of the sync) leaves its lock files; one sync at a time per
             # source (the engine's rule) means any lock found here is such a leftover.
@@ -485,5 +488,16 @@ def _mirror_dir(config: Config, context: SyncContext) -> Path:
     if context.workdir is not None:
         return Path(context.workdir) / "mirror.git"
     key = hashlib.sha256("\0".join((context.workspace, context.source_name, config.repository)).encode())
-    base = Path(config.cache_dir) if config.cache_dir else Path(tempfile.gettempdir()) / "rag-git"
+    # Under the shared temporary directory the folder carries the user id and is checked to be this
+    # user's alone: a mirror someone else planted could set `core.sshCommand` in its config.
+    base = Path(config.cache_dir) if config.cache_dir else Path(tempfile.gettempdir()) / f"rag-git-{os.getuid()}"
     return base / key.hexdigest()[:24] / "mirror.git"
+
+
+def _check_private(folder: Path) -> None:
+    """SourceUnavailable unless `folder` is this user's and nobody else may write in it."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.stat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise SourceUnavailable("the Git connector's cache directory belongs to another user or is writable by "
+                                "others; give the source a cache_dir of its own")

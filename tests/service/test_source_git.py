@@ -6,6 +6,7 @@ token and a transient outage. No git call is mocked."""
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import time
 from pathlib import Path
@@ -318,3 +319,18 @@ def test_the_mirror_lives_in_the_engines_working_directory(origin: GitRepo, tmp_
     connector = GitConnector(Config(repository=str(origin.bare)), context)
     assert len(list(connector.items())) == len(PAGES) + 7
     assert connector.mirror == workdir / "mirror.git" and (workdir / "mirror.git" / "HEAD").is_file()
+
+
+def test_a_cache_someone_else_could_write_is_refused(origin: GitRepo, tmp_path: Path, monkeypatch):
+    import tempfile
+
+    shared = tmp_path / "shared-tmp"
+    (shared / f"rag-git-{os.getuid()}").mkdir(parents=True, mode=0o777)
+    (shared / f"rag-git-{os.getuid()}").chmod(0o777)  # as another user's planted folder would be
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    connector = GitConnector(Config(repository=str(origin.bare)), SyncContext(source_name="s", workspace="w"))
+    with pytest.raises(SourceUnavailable, match="writable by others"):
+        connector.items()
+    (shared / f"rag-git-{os.getuid()}").chmod(0o700)
+    assert len(list(GitConnector(Config(repository=str(origin.bare)),
+                                 SyncContext(source_name="s", workspace="w")).items())) == len(PAGES) + 7
