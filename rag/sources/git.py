@@ -154,6 +154,11 @@ class Config(SourceConfig):
             raise ValueError(f"{value!r} is not a branch name")
         return value
 
+    @field_validator("paths", mode="before")
+    @classmethod
+    def _one_path(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value  # `--option paths=docs/**` gives one string
+
     @field_validator("paths")
     @classmethod
     def _paths(cls, value: list[str]) -> list[str]:

@@ -151,7 +151,8 @@ def _message(stderr: str) -> str:
     """git's reason in a line: its fatal/error lines (the last ones say why), without the prefixes."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     lines = [line for line in lines if not line.lower().startswith(_NOISE)]
-    wanted = [line for line in lines if line.lower().startswith(("fatal:", "error:"))] or lines[-1:]
+    wanted = [line for line in lines if line.lower().startswith(("fatal:", "error:", "ssh:"))
+              or line.startswith(("Permission denied", "Host key verification failed"))] or lines[-1:]
     words = "; ".join(re.sub(r"^(fatal|error):\s*", "", line, flags=re.I) for line in wanted[-2:])
     return words[:400]
 

@@ -214,6 +214,9 @@ def test_settings_are_checked():
     with pytest.raises(ValidationError, match="extra"):
         Config(repository="/srv/repo.git", brnach="main")
     assert Config(repository="git@forge.example:org/repo.git").repository == "git@forge.example:org/repo.git"
+    assert Config(repository="/srv/repo.git", paths="docs/**").paths == ["docs/**"]
+    with pytest.raises(ValidationError, match="at least one"):
+        Config(repository="/srv/repo.git", paths=[])
 
 
 def test_a_loopback_host_is_refused_unless_allowed(origin: GitRepo, tmp_path: Path):
@@ -260,6 +263,18 @@ def test_a_server_that_never_answers_is_abandoned_at_the_bound(tmp_path: Path):
         assert time.monotonic() - started < 2 * 3 + 5  # two attempts, each within its bound
     assert caught.value.transient
     assert f"git cannot reach the repository {url}" in str(caught.value)
+
+
+def test_an_ssh_repository_that_refuses_says_why(tmp_path: Path):
+    limits = FetchLimits(attempts=1, timeout_seconds=5)
+    with pytest.raises(SourceUnavailable) as caught:
+        sync("ssh://git@127.0.0.1:1/org/repo.git", tmp_path, branch="main", allow_hosts=("127.0.0.1",),
+             limits=limits).items()
+    assert "ssh: connect to host 127.0.0.1 port 1: Connection refused" in str(caught.value)
+    assert caught.value.transient
+    with pytest.raises(SourceUnavailable, match="git cannot reach the repository git@127.0.0.1:org/repo.git"):
+        sync("git@127.0.0.1:org/repo.git", tmp_path, branch="main", allow_hosts=("127.0.0.1",),
+             limits=limits).items()  # port 22: refused, or an sshd whose host key is not known (BatchMode)
 
 
 def test_a_transient_outage_is_retried(origin: GitRepo, tmp_path: Path):
