@@ -20,11 +20,13 @@ Why it is built the way it is:
   are off so the two never multiply. Each request is bounded by `limits.timeout_seconds`, each
   item by `limits.total_seconds`, each body by `limits.max_bytes` (ContentLength first, then a
   bounded read that stops one chunk past the bound).
-- Addresses: the host of every request is checked with rag.sources.addresses.resolve just before
-  botocore sends it (a `before-send` hook), so an endpoint on a loopback, private or metadata
-  address is refused unless the source's `allow_hosts` (or the context's) names it. botocore then
-  connects by name; the check runs again on every request, which leaves only the moment between
-  the check and botocore's own lookup to a DNS answer that changes.
+- Addresses: each connection botocore opens resolves its host with rag.sources.addresses.resolve
+  and connects to the address that was checked (its connection class is swapped for one that does,
+  TLS still verified against the host name), so an endpoint on a loopback, private or metadata
+  address is refused unless the source's `allow_hosts` (or the context's) names it, and a second
+  DNS answer cannot swap it. Should a botocore release move the internals this relies on, every
+  request's host is checked just before it is sent instead (a `before-send` hook). Proxies from the
+  environment are not used: a proxy would do its own lookup, past the check.
 - Errors say what went wrong in the user's words: "no such bucket", "the endpoint refused the
   source's credentials", "<key> is 12 MB, past the bound"; no secret, no signature, no server text.
 """
@@ -83,6 +85,7 @@ _CSV_SUFFIXES = frozenset({".csv", ".tsv"})
 _CREDENTIALS_REFUSED = frozenset({
     "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "TokenRefreshRequired",
     "AuthorizationHeaderMalformed", "InvalidSecurity", "InvalidClientTokenId", "RequestTimeTooSkewed"})
+_ARCHIVE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
 _DENIED = frozenset({"AccessDenied", "AllAccessDisabled", "AccountProblem"})
 _THROTTLED = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError",
                         "ServiceUnavailable", "RequestLimitExceeded", "TooManyRequests"})
@@ -112,6 +115,50 @@ def _template_fields(template: str) -> set[str]:
             raise ValueError(f"url_template may use only {', '.join(sorted('{' + p + '}' for p in _PLACEHOLDERS))}")
         names.add(name)
     return names
+
+
+def _pinned_connection(base: type, addresses: Callable[[str, int], list[str]]) -> type:
+    """`base` (a urllib3 connection class) connecting to the checked addresses of its host only."""
+    from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+
+    class Pinned(base):  # type: ignore[valid-type, misc]
+        def _new_conn(self) -> Any:
+            host, failure = self._dns_host, None
+            try:
+                for address in addresses(self.host, self.port):  # AddressRefused: none is tried
+                    self._dns_host = address  # urllib3 connects to this; TLS and Host keep the name
+                    try:
+                        return super()._new_conn()
+                    except (NewConnectionError, ConnectTimeoutError) as exc:
+                        failure = exc
+            finally:
+                self._dns_host = host
+            raise failure or NewConnectionError(self, "no address to connect to")
+
+    return Pinned
+
+
+def _pin_connections(client: Any, addresses: Callable[[str, int], list[str]]) -> bool:
+    """Swap the connection classes of the client's pools for pinned ones (before its first request).
+    False when this botocore keeps them elsewhere: the caller checks each request instead."""
+    try:
+        manager = client._endpoint.http_session._manager
+        pools = dict(manager.pool_classes_by_scheme)
+    except AttributeError:
+        return False
+    manager.pool_classes_by_scheme = {
+        scheme: type(f"Pinned{pool.__name__}", (pool,),
+                     {"ConnectionCls": _pinned_connection(pool.ConnectionCls, addresses)})
+        for scheme, pool in pools.items()}
+    return True
+
+
+def _unwrapped(exc: Exception) -> Exception:
+    """botocore wraps what a connection raises that it does not know (the address rule's refusal)."""
+    from botocore.exceptions import HTTPClientError
+
+    inner = getattr(exc, "kwargs", {}).get("error") if isinstance(exc, HTTPClientError) else None
+    return inner if isinstance(inner, AddressRefused) else exc
 
 
 class S3Config(SourceConfig):
@@ -209,6 +256,14 @@ def skip_reason(filename: str) -> str | None:
     return f"the {suffix} format is not read by this service"
 
 
+def _archived(entry: Mapping[str, Any]) -> str | None:
+    """Why an object in an archive tier is skipped: GetObject refuses it until someone restores it."""
+    storage = str(entry.get("StorageClass") or "")
+    if storage in _ARCHIVE_CLASSES:
+        return f"archived in {storage}: it is read once it is restored"
+    return None
+
+
 def _code(exc: Exception) -> str:
     """The error code of a ClientError, trimmed to what an error code can be (it is the server's text)."""
     code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
@@ -222,7 +277,7 @@ def _status(exc: Exception) -> int:
 def _transient(exc: BaseException) -> bool:
     from botocore.exceptions import ClientError, ConnectionError, HTTPClientError, IncompleteReadError, SSLError
 
-    if isinstance(exc, SSLError):  # a certificate that does not match will not match next time either
+    if isinstance(exc, SSLError) or isinstance(_unwrapped(exc), AddressRefused):  # next time the same
         return False
     if isinstance(exc, (ConnectionError, HTTPClientError, IncompleteReadError)):
         return True
@@ -273,6 +328,7 @@ class S3Connector(Connector):
             retries={"mode": "standard", "total_max_attempts": 1},  # tenacity retries, below
             max_pool_connections=max(1, limits.concurrency) + 1,
             ignore_configured_endpoint_urls=True,
+            proxies={},  # not the environment's: a proxy would resolve the host itself, past the check
             # The newer default checksums are refused by some S3-compatible servers; S3 needs none for GET.
             request_checksum_calculation="when_required", response_checksum_validation="when_required",
             s3={"addressing_style": "path" if self.config.endpoint_url else "auto"},
@@ -280,14 +336,17 @@ class S3Connector(Connector):
         session = boto3.session.Session(aws_access_key_id=key_id, aws_secret_access_key=secret,
                                         region_name=self.config.region)
         client = session.client("s3", endpoint_url=self.config.endpoint_url, config=config)
-        client.meta.events.register("before-send.s3", self._check_request)
+        if not _pin_connections(client, self._addresses):
+            client.meta.events.register("before-send.s3", self._check_request)
         return client
+
+    def _addresses(self, host: str, port: int) -> list[str]:
+        return resolve(host, port, self._allow, timeout=self.context.limits.timeout_seconds)
 
     def _check_request(self, request: Any, **_: Any) -> None:
         """botocore's hook before each request goes out: its host must pass the address rule."""
         parts = urlsplit(request.url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        resolve(parts.hostname or "", port, self._allow, timeout=self.context.limits.timeout_seconds)
+        self._addresses(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
 
     def _retrying(self, seconds: float) -> Retrying:
         limits = self.context.limits
@@ -335,6 +394,7 @@ class S3Connector(Connector):
         try:
             return self._listing(self._client())
         except (BotoCoreError, ClientError, AddressRefused) as exc:
+            exc = _unwrapped(exc)
             failure = self._source_failure(exc)
             if failure is None and _code(exc) in _DENIED:
                 failure = SourceUnavailable(f"listing bucket {self.config.bucket} is denied to these credentials")
@@ -374,8 +434,7 @@ class S3Connector(Connector):
         version = etag or f"{entry.get('LastModified')}:{entry.get('Size')}"
         filename = key.rsplit("/", 1)[-1]
         return Item(id=key, version=version, filename=filename, url=self.url(key), path=self._folders(key),
-                    label=f"{self.config.bucket}/{key}", skip=skip_reason(filename),
-                    meta={"size": entry.get("Size")})
+                    label=f"{self.config.bucket}/{key}", skip=_archived(entry) or skip_reason(filename))
 
     def _folders(self, key: str) -> tuple[str, ...]:
         """The key's folders below the prefix's; the empty, "." and ".." parts a key may hold are left out,
@@ -398,7 +457,7 @@ class S3Connector(Connector):
         try:
             return self._call(limits.total_seconds, self._get, self._client(), item, etag, deadline)
         except (BotoCoreError, ClientError, AddressRefused) as exc:
-            raise self._fetch_failure(item, exc) from None
+            raise self._fetch_failure(item, _unwrapped(exc)) from None
 
     def _get(self, client: Any, item: Item, etag: str | None, deadline: float) -> Fetched:
         request = {"Bucket": self.config.bucket, "Key": item.id}
@@ -443,6 +502,8 @@ class S3Connector(Connector):
         code = _code(exc)
         if code in ("NoSuchKey", "404") or _status(exc) == 404:
             return ItemFailed(f"{item.id} is no longer in bucket {self.config.bucket}")
+        if code == "InvalidObjectState":  # a 403 too, in S3's answers
+            return ItemFailed(f"{item.id} is archived: it is read once it is restored")
         if code in _DENIED or _status(exc) == 403:
             return ItemFailed(f"reading {item.id} is denied to these credentials")
         return ItemFailed(f"fetching {item.id} failed ({code or type(exc).__name__})")
