@@ -182,6 +182,19 @@ def test_a_loopback_endpoint_must_be_allowed(s3):
             source.items()
 
 
+def test_an_allowed_host_name_connects_to_its_checked_address(s3):
+    name, client = bucket(s3), s3.client()
+    client.put_object(Bucket=name, Key="a.md", Body=b"# A\n")
+    local = s3.url.replace("127.0.0.1", "localhost")
+    with connector(s3, name, endpoint_url=local, allow_hosts=["localhost"]) as source:
+        (item,) = source.items()
+        assert source.fetch(item, None).data == b"# A\n"
+        # botocore's pools make connections that go to the address the rule checked, not a new lookup's
+        pools = source._client()._endpoint.http_session._manager.pool_classes_by_scheme
+        assert {pool.__name__ for pool in pools.values()} == {"PinnedAWSHTTPConnectionPool",
+                                                              "PinnedAWSHTTPSConnectionPool"}
+
+
 def test_an_endpoint_that_does_not_answer_is_transient():
     server = S3Server(url=f"http://127.0.0.1:{free_port()}", process=None, log=Path("/dev/null"),  # type: ignore[arg-type]
                       access_key_id="AKIAEXAMPLE", secret="x")
@@ -213,3 +226,13 @@ def test_the_listing_reads_every_page(s3, monkeypatch):
         client.put_object(Bucket=name, Key=key, Body=b"# page\n")
     with connector(s3, name, prefix="pages/") as source:
         assert {item.id for item in source.items()} == keys
+
+
+def test_an_archived_object_is_listed_as_skipped(s3):
+    name, client = bucket(s3), s3.client()
+    client.put_object(Bucket=name, Key="old/2019.md", Body=b"# 2019\n", StorageClass="GLACIER")
+    with connector(s3, name) as source:
+        (item,) = source.items()
+        assert item.skip == "archived in GLACIER: it is read once it is restored"
+        with pytest.raises(ItemFailed, match="old/2019.md is archived"):  # were it fetched all the same
+            source.fetch(item, None)
