@@ -15,11 +15,13 @@ Why it is built the way it is:
   interface asks it of the kind, not of one source's settings) and the pairing is checked here,
   before any request. boto3 gets the credentials explicitly, so it never looks for its own
   (environment, ~/.aws, the instance metadata service) and never ignores the source's endpoint.
-- Retries: tenacity, `limits.attempts` with exponential backoff from `limits.backoff_seconds`,
-  for transient failures only (connections, time-outs, 5xx, throttling); botocore's own retries
-  are off so the two never multiply. Each request is bounded by `limits.timeout_seconds`, each
-  item by `limits.total_seconds`, each body by `limits.max_bytes` (ContentLength first, then a
-  bounded read that stops one chunk past the bound).
+- Retries, of transient failures only (connections, time-outs, 5xx, throttling), never two layers
+  deep: botocore's own are off; a listing page is retried here with tenacity (`limits.attempts`,
+  exponential backoff from `limits.backoff_seconds`), as the engine does not retry a listing; a
+  fetch raises SourceUnavailable(transient=True), which the engine retries with the same bounds.
+  Each request is bounded by `limits.timeout_seconds`, each item by `limits.total_seconds`, each
+  body by `limits.max_bytes`: an object listed larger is reported failed without a request, and a
+  fetch checks ContentLength, then reads in chunks and stops one chunk past the bound.
 - Addresses: each connection botocore opens resolves its host with rag.sources.addresses.resolve
   and connects to the address that was checked (its connection class is swapped for one that does,
   TLS still verified against the host name), so an endpoint on a loopback, private or metadata
@@ -355,8 +357,8 @@ class S3Connector(Connector):
             wait=wait_exponential(multiplier=limits.backoff_seconds, max=max(limits.backoff_seconds, 30.0)),
             retry=retry_if_exception(_transient), reraise=True)
 
-    def _call(self, seconds: float, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return self._retrying(seconds)(function, *args, **kwargs)
+    def _call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return self._retrying(self.context.limits.total_seconds)(function, *args, **kwargs)
 
     # The failures that concern the whole source, whether seen listing or fetching.
 
@@ -408,7 +410,7 @@ class S3Connector(Connector):
                                    "MaxKeys": _PAGE_SIZE}
         # Each page but the last holds at least one key, so max_items + 1 pages are enough.
         for _ in range(limits.max_items + 1):
-            page = self._call(limits.total_seconds, client.list_objects_v2, **request)
+            page = self._call(client.list_objects_v2, **request)
             for entry in page.get("Contents") or ():
                 seen += 1
                 if seen > limits.max_items:
@@ -433,8 +435,14 @@ class S3Connector(Connector):
         # Some S3-compatible servers list no ETag: the modification time and size stand in for it.
         version = etag or f"{entry.get('LastModified')}:{entry.get('Size')}"
         filename = key.rsplit("/", 1)[-1]
+        skip = _archived(entry) or skip_reason(filename)
         return Item(id=key, version=version, filename=filename, url=self.url(key), path=self._folders(key),
-                    label=f"{self.config.bucket}/{key}", skip=_archived(entry) or skip_reason(filename))
+                    label=f"{self.config.bucket}/{key}", skip=skip,
+                    failed=None if skip else self._too_large(key, int(entry.get("Size") or 0)))
+
+    def _too_large(self, key: str, size: int) -> str | None:
+        bound = self.context.limits.max_bytes
+        return f"{key} is {_size(size)}, past the bound of {_size(bound)} for one item" if size > bound else None
 
     def _folders(self, key: str) -> tuple[str, ...]:
         """The key's folders below the prefix's; the empty, "." and ".." parts a key may hold are left out,
@@ -455,7 +463,7 @@ class S3Connector(Connector):
         deadline = time.monotonic() + limits.total_seconds
         etag = (previous or {}).get("etag")
         try:
-            return self._call(limits.total_seconds, self._get, self._client(), item, etag, deadline)
+            return self._get(self._client(), item, etag, deadline)
         except (BotoCoreError, ClientError, AddressRefused) as exc:
             raise self._fetch_failure(item, _unwrapped(exc)) from None
 
@@ -466,10 +474,9 @@ class S3Connector(Connector):
         answer = client.get_object(**request)
         body = answer["Body"]
         try:
-            size = int(answer.get("ContentLength") or 0)
-            if size > self.context.limits.max_bytes:
-                raise ItemFailed(f"{item.id} is {_size(size)}, past the bound of "
-                                 f"{_size(self.context.limits.max_bytes)} for one item")
+            too_large = self._too_large(item.id, int(answer.get("ContentLength") or 0))
+            if too_large:  # it grew since the listing
+                raise ItemFailed(too_large)
             data = self._read(body, item, deadline)
         finally:
             body.close()
@@ -481,7 +488,7 @@ class S3Connector(Connector):
         """The body, in chunks, stopping one chunk past max_bytes (a server may send more than it said)
         and at the item's deadline."""
         limit, chunks, total = self.context.limits.max_bytes, [], 0
-        for _ in range(limit // _CHUNK + 2):
+        for _ in range(limit + 2):  # each chunk but the last holds a byte at least
             chunk = body.read(_CHUNK)
             if not chunk:
                 return b"".join(chunks)
@@ -500,6 +507,9 @@ class S3Connector(Connector):
         if failure is not None:
             return failure
         code = _code(exc)
+        if _transient(exc):  # the engine retries it
+            return SourceUnavailable(f"fetching {item.id}: the server is busy or failing ({code or _status(exc)})",
+                                     transient=True)
         if code in ("NoSuchKey", "404") or _status(exc) == 404:
             return ItemFailed(f"{item.id} is no longer in bucket {self.config.bucket}")
         if code == "InvalidObjectState":  # a 403 too, in S3's answers

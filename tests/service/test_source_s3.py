@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rag.sources.base import FetchLimits, ItemFailed, NotModified, SourceUnavailable, SyncContext
+from rag.sources.base import FetchLimits, Item, ItemFailed, NotModified, SourceUnavailable, SyncContext
 from rag.sources.s3 import S3Connector
 from tests.support.paths import SHARED
 from tests.support.processes import free_port
@@ -138,9 +138,13 @@ def test_an_object_past_the_size_bound_fails_alone(s3):
     client.put_object(Bucket=name, Key="small.md", Body=b"# small\n")
     with connector(s3, name, limits=FetchLimits(max_bytes=10_000, attempts=1)) as source:
         items = by_id(source.items())
-        with pytest.raises(ItemFailed, match=r"big.md is 50,000 bytes, past the bound of 10,000 bytes"):
-            source.fetch(items["big.md"], None)
-        assert source.fetch(items["small.md"], None).data == b"# small\n"
+        assert items["big.md"].failed == "big.md is 50,000 bytes, past the bound of 10,000 bytes for one item"
+        assert items["small.md"].failed is None
+        client.put_object(Bucket=name, Key="small.md", Body=b"y" * 20_000)  # grown since the listing
+        with pytest.raises(ItemFailed, match=r"small.md is 20,000 bytes, past the bound of 10,000 bytes"):
+            source.fetch(items["small.md"], None)
+    with connector(s3, name, limits=FetchLimits(max_bytes=30_000, attempts=1)) as source:
+        assert source.fetch(by_id(source.items())["small.md"], None).data == b"y" * 20_000
 
 
 def test_the_listing_bound_refuses_a_partial_listing(s3):
@@ -201,7 +205,10 @@ def test_an_endpoint_that_does_not_answer_is_transient():
     with connector(server, "docs", limits=FetchLimits(attempts=2, backoff_seconds=0.01, timeout_seconds=2)) as source:
         with pytest.raises(SourceUnavailable, match="cannot reach 127.0.0.1") as failed:
             source.items()
-    assert failed.value.transient
+        assert failed.value.transient
+        with pytest.raises(SourceUnavailable, match="cannot reach 127.0.0.1") as failed:  # the engine retries it
+            source.fetch(Item(id="a.md", version="1", filename="a.md"), None)
+        assert failed.value.transient
 
 
 def test_a_public_bucket_is_read_unsigned(public_s3):
