@@ -327,7 +327,7 @@ class S3Connector(Connector):
         limits = self.context.limits
         config = BotoConfig(
             connect_timeout=limits.timeout_seconds, read_timeout=limits.timeout_seconds,
-            retries={"mode": "standard", "total_max_attempts": 1},  # tenacity retries, below
+            retries={"mode": "standard", "total_max_attempts": 1},  # the listing and the engine retry
             max_pool_connections=max(1, limits.concurrency) + 1,
             ignore_configured_endpoint_urls=True,
             proxies={},  # not the environment's: a proxy would resolve the host itself, past the check
