@@ -6,6 +6,9 @@ import before anything is written; an archive made before sources existed import
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -238,3 +241,27 @@ def test_a_secret_value_in_a_source_row_is_masked_in_messages_and_refuses_the_ex
             svc.export_archive(ADMIN, tmp_path / "leaky.jsonl")
     assert not (tmp_path / "leaky.jsonl").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
+
+
+def rag(home: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RAG_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "rag.cli", *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_rag_import_then_rag_source_list_and_rag_source_sync(exported, tmp_path):
+    """What an operator sees on the target: the sources, idle with their last sync, and a sync that
+    finds nothing to do."""
+    home = tmp_path / "target"
+    loaded = rag(home, "import", str(exported["archive"]), "--json")
+    assert loaded.returncode == 0, loaded.stderr
+    assert json.loads(loaded.stdout)["counts"]["sources"] == 2
+    listed = rag(home, "source", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    sources = {s["name"]: s for s in json.loads(listed.stdout)}
+    assert sorted(sources) == ["docs", "private"] and {s["status"] for s in sources.values()} == {SOURCE_IDLE}
+    assert sources["docs"]["last_sync"] == exported["before"]["docs"]["last_sync"]
+    assert sources["docs"]["items"] == len(PAGES) and sources["private"]["secret"] == "gh"
+    synced = rag(home, "source", "sync", "docs", "--json")
+    assert synced.returncode == 0, synced.stderr
+    summary = json.loads(synced.stdout)
+    assert (summary["added"], summary["updated"], summary["unchanged"], summary["outcome"]) == (0, 0, len(PAGES), "ok")
