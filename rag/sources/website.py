@@ -16,14 +16,16 @@ make the engine re-parse and re-embed an unchanged page. Each request is conditi
 and Last-Modified the item's previous fetch kept (`Fetched.state`, handed back in
 `context.previous`), and the state also keeps the page's title and its links inside the prefix:
 on a 304 the listing takes the version, title and links from that state, so a re-sync of an
-unchanged site costs one 304 per page and no parsing at all. The bodies the listing read are kept
+unchanged site costs one 304 per page and no parsing at all. The states come from the engine
+(`context.previous`) and, where it hands none back, from the listing's own record of the last
+listing in the source's workdir. The bodies the listing read are kept
 (up to `_KEEP_BYTES` together) for `fetch` to return without a second request; past that cap, or
 in a later sync, `fetch` asks again conditionally and raises NotModified on a 304.
 
 A page that fails in the listing (a 500 after the retries, a refused redirect, a timeout, a body
-past the size bound) is still listed, with version "failed", so that the engine asks for it and
-`fetch` reports the reason (ItemFailed) while the previous document stays; the crawl goes on
-through the links the page had last time. A 404 or 410 drops the page from the listing (it is
+past the size bound) is still listed, with `Item.failed` saying why, so that the engine reports it
+and its previous document stays (a `fetch` of it raises ItemFailed with the same reason); the
+crawl goes on through the links the page had last time. A 404 or 410 drops the page from the listing (it is
 gone: the engine archives it). A start URL or a sitemap that fails stops the listing
 (SourceUnavailable): a partial listing would archive what it missed.
 
@@ -39,6 +41,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
+import os
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -69,6 +73,7 @@ _CODE_SUFFIXES = {".py", ".js", ".mjs", ".ts", ".sh", ".json", ".yaml", ".yml", 
                   ".css", ".go", ".rs", ".java", ".c", ".h", ".cpp", ".rb", ".ipynb", ".sql"}
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _FAILED = "failed"
+_STATE_FILE = "website-listing.json"  # in the source's workdir: what the last listing saw
 
 
 def _file_suffixes() -> set[str]:
@@ -171,20 +176,21 @@ class _Page:
     failure: str | None = None  # why it cannot be read now
     transient: bool = False  # that failure may pass (a 5xx, a timeout)
     kept: Fetched | None = None
+    state: Mapping[str, Any] | None = None  # what the next listing asks conditionally with
 
 
-def _page_facts(body: bytes, url: str) -> tuple[str | None, list[str], bool, bool]:
-    """A page's title, its links (absolute) and its robots meta (noindex, nofollow)."""
+def _page_facts(body: bytes, url: str) -> tuple[list[str], bool, bool]:
+    """A page's links (absolute) and its robots meta (noindex, nofollow). Its title is the parser's
+    (trafilatura's reading of `<title>`, `og:title` and the first heading, without the site's name)."""
     try:
         root = lxml.html.document_fromstring(body)
     except (etree.LxmlError, ValueError):
-        return None, [], False, False
-    title = " ".join(" ".join(root.xpath("//title//text()")).split()) or None
+        return [], False, False
     robots = " ".join(root.xpath("//meta[translate(@name,'ROBTS','robts')='robots']/@content")).lower()
     base = root.xpath("//base/@href")
     base_url = urljoin(url, base[0].strip()) if base else url
     links = [urljoin(base_url, href.strip()) for href in root.xpath("//a/@href | //area/@href")]
-    return title, links, "noindex" in robots, "nofollow" in robots
+    return links, "noindex" in robots, "nofollow" in robots
 
 
 class WebsiteConnector(Connector):
@@ -218,7 +224,37 @@ class WebsiteConnector(Connector):
         self._kept: dict[str, Fetched] = {}
         self._kept_bytes = 0
         self._failed: dict[str, str] = {}
+        self._listed_states: dict[str, Mapping[str, Any]] = {}
         self._lock = threading.Lock()
+        self.previous = self._states()
+
+    def _states(self) -> dict[str, Mapping[str, Any]]:
+        """What the listing asks conditionally with: the states the engine kept (`context.previous`),
+        over what the last listing saw (kept in the workdir: a re-sync stays conditional where the
+        engine hands no states back). Either is safe: a 304 gives the version that state saw, and
+        an item whose version differs from the stored one is fetched with the engine's state."""
+        states: dict[str, Mapping[str, Any]] = {}
+        workdir = self.context.workdir
+        if workdir is not None:
+            try:
+                saved = json.loads((workdir / _STATE_FILE).read_text("utf-8"))
+                states.update({k: v for k, v in saved.items() if isinstance(k, str) and isinstance(v, dict)})
+            except (OSError, ValueError, AttributeError):
+                pass  # none yet, or unreadable: the listing asks unconditionally
+        states.update(self.context.previous)
+        return states
+
+    def _save_states(self, pages: dict[str, Mapping[str, Any]]) -> None:
+        workdir = self.context.workdir
+        if workdir is None:
+            return
+        try:
+            workdir.mkdir(parents=True, exist_ok=True)
+            partial = workdir / (_STATE_FILE + ".partial")
+            partial.write_text(json.dumps(pages), "utf-8")
+            os.replace(partial, workdir / _STATE_FILE)
+        except OSError:
+            pass  # the next listing asks unconditionally: slower, not wrong
 
     def close(self) -> None:
         self.http.close()
@@ -327,6 +363,7 @@ class WebsiteConnector(Connector):
         for url, required in [*((u, True) for u in self.starts), *((u, False) for u in self._sitemap_urls())]:
             self._admit(url, 0, required, seen, frontier, budget)
         listed: dict[str, Item] = {}
+        self._listed_states: dict[str, Mapping[str, Any]] = {}
         workers = max(1, self.context.limits.concurrency)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="crawl") as pool:
             while frontier:
@@ -334,6 +371,7 @@ class WebsiteConnector(Connector):
                     raise SourceUnavailable("the sync was stopped before the site was listed", transient=True)
                 pages = list(pool.map(lambda entry: self._visit(entry[0]), frontier))
                 frontier = self._next(frontier, pages, listed, seen, budget)
+        self._save_states(self._listed_states)
         return list(listed.values())
 
     def _admit(self, url: str, depth: int, required: bool, seen: set[str], frontier: list, budget: int) -> None:
@@ -361,6 +399,8 @@ class WebsiteConnector(Connector):
             if page.item is not None and page.item.id not in listed:
                 self._keep(page)
                 listed[page.item.id] = page.item
+                if page.state:
+                    self._listed_states[page.item.id] = page.state
             if depth < self.cfg.max_depth:
                 for link in page.links:
                     self._admit(link, depth + 1, False, seen, following, budget)
@@ -383,7 +423,7 @@ class WebsiteConnector(Connector):
             return _Page(url, self._skipped(url, _skip_reason(suffix)) if self.cfg.include_files else None)
         if suffix in _file_suffixes() and not self.cfg.include_files:
             return _Page(url, None)
-        previous = self.context.previous
+        previous = self.previous
         try:
             answer = self.http.get(url, conditional=lambda u: _conditional(previous.get(self._id_of(u))))
             if answer.status == 304 and not previous.get(self._id_of(answer.url)):
@@ -406,33 +446,34 @@ class WebsiteConnector(Connector):
             return self._unchanged(final)
         if answer.status != 200 or answer.body is None:
             return self._failed_page(final, f"the server answered {answer.status}")
-        fetched, title, links, noindex = self._read(final, answer)
+        fetched, links, noindex = self._read(final, answer)
         if fetched is None:
             return _Page(final, self._skipped(final, _skip_reason(_suffix(final), answer.content_type)))
         names = self._names(final)
-        item = Item(id=names["id"], version=str(fetched.version), filename=str(fetched.filename), title=title,
+        item = Item(id=names["id"], version=str(fetched.version), filename=str(fetched.filename),
                     url=final, path=names["path"], label=names["label"], meta={"url": final})
-        return _Page(final, None if noindex else item, links, kept=fetched)
+        return _Page(final, None if noindex else item, links, kept=fetched, state=fetched.state)
 
-    def _read(self, url: str, answer: Response) -> tuple[Fetched | None, str | None, list[str], bool]:
-        """A 200 answer as what `fetch` returns, with the page's title, links and noindex."""
+    def _read(self, url: str, answer: Response) -> tuple[Fetched | None, list[str], bool]:
+        """A 200 answer as what `fetch` returns, with the page's links and noindex."""
         body = answer.body or b""
         suffix, kind = _suffix(url), answer.content_type
-        title, links, noindex, nofollow = None, [], False, False
+        links: list[str] = []
+        noindex = nofollow = False
         if suffix in _file_suffixes():
             filename = self._filename(url, suffix)
         elif kind in _PAGE_TYPES or (not kind and suffix in (".html", ".htm")):
-            title, found, noindex, nofollow = _page_facts(body, url)
+            found, noindex, nofollow = _page_facts(body, url)
             links = [] if nofollow else self._inside_links(found)
             filename = self._filename(url, ".webpage")
         elif kind in _FILE_TYPES and self.cfg.include_files:
             filename = self._filename(url, _FILE_TYPES[kind])
         else:
-            return None, None, [], False
+            return None, [], False
         version = "sha256:" + hashlib.sha256(body).hexdigest()[:32]
         state = {"etag": answer.header("etag"), "last_modified": answer.header("last-modified"),
-                 "version": version, "title": title, "links": links, "filename": filename, "url": url}
-        return Fetched(data=body, filename=filename, state=state, version=version, url=url), title, links, noindex
+                 "version": version, "links": links, "filename": filename, "url": url}
+        return Fetched(data=body, filename=filename, state=state, version=version, url=url), links, noindex
 
     def _inside_links(self, links: list[str]) -> list[str]:
         kept: list[str] = []
@@ -445,22 +486,22 @@ class WebsiteConnector(Connector):
         return kept
 
     def _unchanged(self, url: str) -> _Page:
-        state = self.context.previous.get(self.item_id(url)) or {}
+        state = self.previous.get(self.item_id(url)) or {}
         names = self._names(url)
         item = Item(id=names["id"], version=str(state.get("version") or _FAILED),
                     filename=str(state.get("filename") or self._filename(url, ".webpage")),
-                    title=state.get("title"), url=url, path=names["path"], label=names["label"], meta={"url": url})
-        return _Page(url, item, [u for u in state.get("links") or [] if isinstance(u, str)])
+                    url=url, path=names["path"], label=names["label"], meta={"url": url})
+        return _Page(url, item, [u for u in state.get("links") or [] if isinstance(u, str)], state=state)
 
     def _failed_page(self, url: str, reason: str, transient: bool = False) -> _Page:
-        state = self.context.previous.get(self.item_id(url)) or {}
+        state = self.previous.get(self.item_id(url)) or {}
         suffix = _suffix(url)
         names = self._names(url)
         filename = state.get("filename") or self._filename(url, suffix if suffix in _file_suffixes() else ".webpage")
-        item = Item(id=names["id"], version=_FAILED, filename=str(filename), title=state.get("title"), url=url,
-                    path=names["path"], label=names["label"], meta={"url": url})
+        item = Item(id=names["id"], version=str(state.get("version") or _FAILED), filename=str(filename), url=url,
+                    path=names["path"], label=names["label"], failed=f"{url}: {reason}", meta={"url": url})
         links = [u for u in state.get("links") or [] if isinstance(u, str)]
-        return _Page(url, item, links, failure=reason, transient=transient)
+        return _Page(url, item, links, failure=reason, transient=transient, state=state or None)
 
     def _skipped(self, url: str, reason: str) -> Item:
         names = self._names(url)
@@ -496,7 +537,7 @@ class WebsiteConnector(Connector):
             raise ItemFailed(f"{url}: redirects outside this source's prefix")
         if answer.status != 200 or answer.body is None:
             raise ItemFailed(f"{url}: the server answered {answer.status}")
-        fetched, _, _, _ = self._read(final, answer)
+        fetched, _, _ = self._read(final, answer)
         if fetched is None:
             raise ItemFailed(f"{url}: {_skip_reason(_suffix(final), answer.content_type)}")
         return fetched
