@@ -25,6 +25,7 @@ environment is used, a connector never reads it.
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -92,8 +93,10 @@ class HttpFetcher:
     a lock; httpx clients are safe to share between threads)."""
 
     def __init__(self, bounds: Bounds, allow_hosts: tuple[str, ...], user_agent: str,
-                 stop: threading.Event | None = None, pool_size: int = 4) -> None:
+                 stop: threading.Event | None = None, pool_size: int = 4,
+                 verify: ssl.SSLContext | None = None) -> None:
         self.bounds = bounds
+        self.verify: ssl.SSLContext | bool = verify if verify is not None else True  # a test's own CA; else certifi
         self.allow_hosts = allow_hosts
         self.user_agent = user_agent
         self.stop = stop or threading.Event()
@@ -148,20 +151,37 @@ class HttpFetcher:
             raise FetchFailed(f"no answer within {self.bounds.total_seconds:g} seconds", transient=True)
         target = httpx.URL(url)
         host, port = target.host, target.port or (443 if target.scheme == "https" else 80)
+        if not host:
+            raise FetchFailed("a URL without a host")
         try:
             addresses = resolve(host, port, self.allow_hosts, timeout=min(self.bounds.timeout_seconds, remaining))
         except AddressRefused as exc:
             raise FetchFailed(str(exc)) from None
-        timeout = httpx.Timeout(min(self.bounds.timeout_seconds, remaining))
+        for address in addresses[:-1]:  # an address that refuses the connection: the next one
+            try:
+                return self._at(address, target, url, headers, limit, deadline)
+            except _Retry as exc:
+                if not isinstance(exc.__cause__, httpx.ConnectError):
+                    raise
+        return self._at(addresses[-1], target, url, headers, limit, deadline)
+
+    def _at(self, address: str, target: httpx.URL, url: str, headers: Mapping[str, str], limit: int,
+            deadline: float) -> Response:
+        """One attempt at the checked `address`, the URL's name kept for Host and TLS."""
+        timeout = httpx.Timeout(max(0.001, min(self.bounds.timeout_seconds, deadline - time.monotonic())))
         request_headers = {"Host": _netloc(target), "User-Agent": self.user_agent, **headers}
-        extensions = {"sni_hostname": host} if target.scheme == "https" else {}
-        client = self._client(target.scheme, host)
+        extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+        client = self._client(target.scheme, target.host)
         try:
-            with client.stream("GET", target.copy_with(host=addresses[0]), headers=request_headers,
+            with client.stream("GET", target.copy_with(host=address), headers=request_headers,
                                timeout=timeout, extensions=extensions) as answer:
                 return self._read(url, answer, limit, deadline)
         except httpx.TimeoutException:
             raise _Retry(f"no answer within {self.bounds.timeout_seconds:g} seconds") from None
+        except httpx.ConnectError as exc:
+            if _certificate_refused(exc):
+                raise FetchFailed(f"the TLS certificate of {target.host} could not be verified") from None
+            raise _Retry("the connection failed") from exc
         except httpx.TransportError:
             raise _Retry("the connection failed") from None
 
@@ -192,10 +212,21 @@ class HttpFetcher:
             client = self._clients.get(key)
             if client is None:
                 client = httpx.Client(
-                    trust_env=False, follow_redirects=False,
+                    trust_env=False, follow_redirects=False, verify=self.verify,
                     limits=httpx.Limits(max_connections=self.pool_size, max_keepalive_connections=self.pool_size))
                 self._clients[key] = client
             return client
+
+
+def _certificate_refused(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(8):  # httpx wraps httpcore's error, which wraps ssl's
+        if seen is None:
+            return False
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _netloc(url: httpx.URL) -> str:

@@ -18,10 +18,13 @@ answered instead of sleeping.
 
 from __future__ import annotations
 
+import datetime as dt
 import email.utils
 import hashlib
 import re
+import ssl
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -258,8 +261,10 @@ class _Server(ThreadingHTTPServer):
 class SiteServer:
     """The site on 127.0.0.1; `start`/`stop` (or a `with` block)."""
 
-    def __init__(self, site: dict[str, Resource]) -> None:
+    def __init__(self, site: dict[str, Resource], tls: ssl.SSLContext | None = None, host: str = "127.0.0.1") -> None:
         self.site = site
+        self.tls = tls  # https with this server context (`tls_pair`); `host`: the name in its URLs
+        self.host = host
         self.behaviours: dict[str, Behaviour] = {}
         self.requests: list[Request] = []
         self.huge_sent = 0
@@ -271,7 +276,7 @@ class SiteServer:
     @property
     def base(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self._server.server_address[1]}"
 
     def url(self, path: str) -> str:
         return self.base + path
@@ -295,6 +300,8 @@ class SiteServer:
     def start(self) -> SiteServer:
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.owner = self
+        if self.tls is not None:
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="site-server", daemon=True)
         self._thread.start()
         return self
@@ -312,3 +319,37 @@ class SiteServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def tls_pair(name: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """(a server context with a certificate for `name` signed by a throwaway CA, a client context
+    trusting only that CA): https on 127.0.0.1 with real certificate checks."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = dt.datetime.now(dt.timezone.utc)
+
+    def certificate(subject: str, key, issuer: str, issuer_key, ca: bool):
+        builder = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+                   .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if not ca:
+            builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False)
+        return builder.sign(issuer_key, hashes.SHA256())
+
+    ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = certificate("Test CA", ca_key, "Test CA", ca_key, True)
+    leaf = certificate(name, leaf_key, "Test CA", ca_key, False)
+    pem = serialization.Encoding.PEM
+    client = ssl.create_default_context(cadata=ca.public_bytes(pem).decode())
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    with tempfile.TemporaryDirectory() as folder:  # ssl loads a chain from files only
+        chain, key = Path(folder) / "chain.pem", Path(folder) / "key.pem"
+        chain.write_bytes(leaf.public_bytes(pem))
+        key.write_bytes(leaf_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        server.load_cert_chain(chain, key)
+    return server, client
