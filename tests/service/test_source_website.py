@@ -7,6 +7,7 @@ the CLI is the lead's."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -201,6 +202,11 @@ def test_an_oversized_body_is_refused_without_reading_it_all(site: SiteServer) -
         _, outcomes, _ = sync(conn, {})
     assert isinstance(outcomes[INSTALL], ItemFailed) and "larger than this source reads" in str(outcomes[INSTALL])
     assert site.huge_sent < 40_000_000  # the client stopped reading near max_bytes (plus socket buffers)
+    site.behaviours.clear()
+    site.set_page(INSTALL, b"<p>" + b"y" * 3_000_000 + b"</p>")  # a declared Content-Length past the bound
+    with connector(site) as conn:
+        listed = next(i for i in conn.items() if i.id == INSTALL)
+    assert listed.failed and "3000007 bytes" in listed.failed
 
 
 @pytest.mark.parametrize("target", ["http://10.0.0.1/", "http://169.254.169.254/latest/meta-data/",
@@ -301,6 +307,9 @@ def test_a_sitemap_index_lists_its_pages(site: SiteServer) -> None:
     with connector(site, start_urls=[], sitemap=site.url("/sitemap.xml"), max_depth=0) as conn:
         ids = {i.id for i in conn.items()}
     assert ids == set(paths) - {"/docs/private/secret.html"}  # the site root is the prefix; robots.txt still holds
+    site.set_page("/sitemap.xml.gz", gzip.compress(site.site["/sitemap-docs.xml"].body), "application/gzip")
+    with connector(site, start_urls=[], sitemap=site.url("/sitemap.xml.gz"), max_depth=0, max_pages=3) as conn:
+        assert len(list(conn.items())) == 3  # a gzipped sitemap, and max_pages counts its URLs
     with connector(site, start_urls=[], sitemap=site.url("/missing-sitemap.xml")) as conn:
         with pytest.raises(SourceUnavailable, match="404"):
             list(conn.items())
