@@ -111,6 +111,8 @@ def test_only_the_main_content_is_parsed_in_the_workers(site: SiteServer) -> Non
     for name in OFFICE_FILES:
         document = outcomes[f"/docs/{name}"]
         assert parse_bytes(document.data, document.filename, name).body.strip()
+    hiring = outcomes["/docs/files/hiring.html"]  # content straight in <body>: trafilatura loses its sections
+    assert "## Competitive Service" in parse_bytes(hiring.data, hiring.filename, "hiring").body
 
 
 def test_a_page_that_trafilatura_finds_nothing_in_falls_back_to_the_html_parser() -> None:

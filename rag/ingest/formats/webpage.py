@@ -7,7 +7,8 @@ nothing. trafilatura (Apache-2.0, a maintained extractor scored on web-content b
 what the main content is; its structured XML output (headings, paragraphs, lists, tables, code,
 quotes) is then written as Markdown here with the project's escaping
 (rag/ingest/formats/markdown.py), so a page's text never becomes live markup in a body. When
-trafilatura finds nothing (a page that is all table, a tiny page), the HTML file parser reads it.
+trafilatura finds nothing (a page that is all table, a tiny page), or loses the headings of a page
+whose content is not in a container (see `_structured`), the HTML file parser reads it.
 
 The pseudo-suffix ".webpage" is how the website connector names a page's bytes: it is registered
 in BINARY_PARSERS, so the page is parsed in a bounded worker (rag/ingest/sandbox.py) like any
@@ -29,6 +30,7 @@ from rag.ingest.parse import ParsedDocument, with_title
 from rag.synthesize.markup import clean_heading
 
 _HEADING = re.compile(r"h([1-6])")
+_HEADING_LINE = re.compile(r"(?m)^#{1,6} ")
 _MAX_DEPTH = 200  # nesting this renderer follows; deeper is a hostile page
 
 
@@ -139,6 +141,27 @@ def parse_webpage(data: bytes, fallback_title: str) -> ParsedDocument:
     if found is None:
         return parse_html(data, fallback_title)
     title, content = found
+    if not _HEADING_LINE.search(content):
+        structured = _structured(data, fallback_title, len(content))
+        if structured is not None:
+            return structured
     title = clean_heading(title) if title else fallback_title
     return ParsedDocument(title=title, body=with_title(escape_text(title), content),
                           metadata={"extracted_by": "trafilatura"})
+
+
+def _structured(data: bytes, fallback_title: str, length: int) -> ParsedDocument | None:
+    """The HTML parser's reading when trafilatura lost the page's headings and the parser does not
+    bring much more text. trafilatura keeps headings when it finds a content container; for a page
+    whose content sits directly in `<body>` (what Pandoc and many hand-written pages make) it falls
+    back to a paragraphs-only reading, while the parser's rules (navigation, header, footer and
+    asides dropped) keep the sections."""
+    try:
+        parsed = parse_html(data, fallback_title)
+    except UnreadableFile:
+        return None
+    sections = _HEADING_LINE.findall(parsed.body.split("\n", 1)[-1])  # past the title's own heading
+    if not sections or len(parsed.body) > 1.5 * length + 500:
+        return None
+    parsed.metadata = {**parsed.metadata, "extracted_by": "html"}
+    return parsed
