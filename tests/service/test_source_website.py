@@ -166,6 +166,23 @@ def test_without_the_engines_states_the_workdir_keeps_a_resync_conditional(site:
     assert not outcomes and pages and all(r.status == 200 for r in pages)
 
 
+def test_a_redirect_inside_the_prefix_is_the_page_and_fetch_refetches_past_the_cap(
+        site: SiteServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rag.sources.website as website
+
+    monkeypatch.setattr(website, "_KEEP_BYTES", 0)  # nothing kept: every fetch asks again
+    index = site.site["/docs/index.html"]
+    site.set_page("/docs/index.html", index.body.replace(b"</article>", b'<a href="/docs/old-cache.html">old</a></article>'))
+    site.behaviours["/docs/old-cache.html"] = Redirect("/docs/concepts/cache.html", 301)
+    with connector(site) as conn:
+        items = list(conn.items())
+        listed = len(site.asked(INSTALL))
+        fetched = conn.fetch(next(i for i in items if i.id == INSTALL), None)
+    assert "/docs/old-cache.html" not in {i.id for i in items} and [i.id for i in items].count(INSTALL) == 1
+    assert fetched.url == site.url(INSTALL) and b"Dependency caching" in fetched.data
+    assert len(site.asked(INSTALL)) == listed + 1  # nothing kept from the listing: the fetch asked again
+
+
 def test_a_500_is_retried_then_fails_with_its_reason_and_the_others_go_on(site: SiteServer) -> None:
     site.behaviours["/docs/concepts/cache.html"] = Status(500)
     with connector(site) as conn:
