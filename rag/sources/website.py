@@ -447,6 +447,8 @@ class WebsiteConnector(Connector):
         if answer.status != 200 or answer.body is None:
             return self._failed_page(final, f"the server answered {answer.status}")
         fetched, links, noindex = self._read(final, answer)
+        if fetched is None and answer.content_type in _FILE_TYPES:  # a file, and include_files is off
+            return _Page(final, None)
         if fetched is None:
             return _Page(final, self._skipped(final, _skip_reason(_suffix(final), answer.content_type)))
         names = self._names(final)
