@@ -153,8 +153,8 @@ class HttpFetcher:
         host, port = target.host, target.port or (443 if target.scheme == "https" else 80)
         if not host:
             raise FetchFailed("a URL without a host")
-        try:
-            addresses = resolve(host, port, self.allow_hosts, timeout=min(self.bounds.timeout_seconds, remaining))
+        try:  # the resolver's own timeouts bound the lookup (rag/sources/addresses.py)
+            addresses = resolve(host, port, self.allow_hosts)
         except AddressRefused as exc:
             raise FetchFailed(str(exc)) from None
         for address in addresses[:-1]:  # an address that refuses the connection: the next one
