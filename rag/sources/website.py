@@ -13,20 +13,20 @@ Why the listing fetches pages. Links are only known from a page's body, so a cra
 pages; the listing therefore decides each item's version from what it read: version is a hash of
 the body, not the ETag, so a server that changes ETags (or has none) on the same bytes does not
 make the engine re-parse and re-embed an unchanged page. Each request is conditional on the ETag
-and Last-Modified the item's previous fetch kept (`Fetched.state`, handed back in
-`context.previous`), and the state also keeps the page's title and its links inside the prefix:
-on a 304 the listing takes the version, title and links from that state, so a re-sync of an
-unchanged site costs one 304 per page and no parsing at all. The states come from the engine
-(`context.previous`) and, where it hands none back, from the listing's own record of the last
-listing in the source's workdir. The bodies the listing read are kept
-(up to `_KEEP_BYTES` together) for `fetch` to return without a second request; past that cap, or
-in a later sync, `fetch` asks again conditionally and raises NotModified on a 304.
+and Last-Modified of the item's previous fetch (`Fetched.state`, which the engine hands back in
+`context.previous`) or, where the engine hands none back, of the last listing, which the connector
+records in the source's workdir with each page's links inside the prefix (kept there, not in the
+store's per-item state, since every page repeats the site's navigation). On a 304 the listing
+takes the version and the links from those states, so a re-sync of an unchanged site costs one 304
+per page and no parsing at all. The bodies the listing read are kept (up to `_KEEP_BYTES`
+together) for `fetch` to return without a second request; past that cap, or in a later sync,
+`fetch` asks again conditionally and raises NotModified on a 304.
 
 A page that fails in the listing (a 500 after the retries, a refused redirect, a timeout, a body
 past the size bound) is still listed, with `Item.failed` saying why, so that the engine reports it
 and its previous document stays (a `fetch` of it raises ItemFailed with the same reason); the
-crawl goes on through the links the page had last time. A 404 or 410 drops the page from the listing (it is
-gone: the engine archives it). A start URL or a sitemap that fails stops the listing
+crawl goes on through the links the page had last time. A 404 or 410 drops the page from the
+listing (it is gone: the engine archives it). A start URL or a sitemap that fails stops the listing
 (SourceUnavailable): a partial listing would archive what it missed.
 
 A page's bytes go to the engine named "<slug>.webpage": the parse worker extracts its main content
@@ -61,7 +61,7 @@ from rag.sources.http import Bounds, FetchFailed, HttpFetcher, Response
 
 _KEEP_BYTES = 64 * 1024 * 1024  # bodies the listing keeps for `fetch`, all together
 _MAX_SITEMAPS = 50
-_MAX_LINKS = 2000  # links of one page kept in its state (inside the prefix only)
+_MAX_LINKS = 1000  # links of one page the listing keeps (inside the prefix only)
 _ROBOTS_BYTES = 512 * 1024  # RFC 9309 asks crawlers to read at least 500 KiB
 _PAGE_TYPES = {"text/html", "application/xhtml+xml"}
 _PAGE_SUFFIXES = {"", ".html", ".htm", ".xhtml", ".shtml", ".php", ".asp", ".aspx", ".jsp"}
@@ -158,6 +158,14 @@ def _conditional(state: Mapping[str, Any] | None) -> dict[str, str]:
     return headers
 
 
+def _complete(state: Mapping[str, Any] | None) -> bool:
+    """Whether a state holds what a 304 needs: the version, and a page's links (the engine's state
+    has none: they are in the listing's record)."""
+    if not state or not state.get("version"):
+        return False
+    return not str(state.get("filename", "")).endswith(".webpage") or isinstance(state.get("links"), list)
+
+
 def _skip_reason(suffix: str, content_type: str = "") -> str:
     if suffix in _CODE_SUFFIXES:
         return "code and config files are read once the formats issue (32) lands"
@@ -241,7 +249,8 @@ class WebsiteConnector(Connector):
                 states.update({k: v for k, v in saved.items() if isinstance(k, str) and isinstance(v, dict)})
             except (OSError, ValueError, AttributeError):
                 pass  # none yet, or unreadable: the listing asks unconditionally
-        states.update(self.context.previous)
+        for item_id, state in self.context.previous.items():  # the engine's state, with the links seen last
+            states[item_id] = {**states.get(item_id, {}), **state}
         return states
 
     def _save_states(self, pages: dict[str, Mapping[str, Any]]) -> None:
@@ -426,8 +435,8 @@ class WebsiteConnector(Connector):
         previous = self.previous
         try:
             answer = self.http.get(url, conditional=lambda u: _conditional(previous.get(self._id_of(u))))
-            if answer.status == 304 and not previous.get(self._id_of(answer.url)):
-                answer = self.http.get(answer.url)
+            if answer.status == 304 and not _complete(previous.get(self._id_of(answer.url))):
+                answer = self.http.get(answer.url)  # a 304 tells nothing the listing can use: ask for the body
         except FetchFailed as exc:
             return self._failed_page(url, str(exc), exc.transient)
         return self._answered(url, answer)
@@ -454,7 +463,7 @@ class WebsiteConnector(Connector):
         names = self._names(final)
         item = Item(id=names["id"], version=str(fetched.version), filename=str(fetched.filename),
                     url=final, path=names["path"], label=names["label"], meta={"url": final})
-        return _Page(final, None if noindex else item, links, kept=fetched, state=fetched.state)
+        return _Page(final, None if noindex else item, links, kept=fetched, state={**fetched.state, "links": links})
 
     def _read(self, url: str, answer: Response) -> tuple[Fetched | None, list[str], bool]:
         """A 200 answer as what `fetch` returns, with the page's links and noindex."""
@@ -474,7 +483,7 @@ class WebsiteConnector(Connector):
             return None, [], False
         version = "sha256:" + hashlib.sha256(body).hexdigest()[:32]
         state = {"etag": answer.header("etag"), "last_modified": answer.header("last-modified"),
-                 "version": version, "links": links, "filename": filename, "url": url}
+                 "version": version, "filename": filename, "url": url}
         return Fetched(data=body, filename=filename, state=state, version=version, url=url), links, noindex
 
     def _inside_links(self, links: list[str]) -> list[str]:

@@ -126,15 +126,16 @@ def test_a_page_that_trafilatura_finds_nothing_in_falls_back_to_the_html_parser(
     assert "[x](javascript" not in body and "&#91;x](javascript" in body
 
 
-def test_a_resync_asks_conditionally_and_fetches_only_the_changed_page(site: SiteServer) -> None:
-    with connector(site) as conn:
+def test_a_resync_asks_conditionally_and_fetches_only_the_changed_page(site: SiteServer, tmp_path: Path) -> None:
+    with connector(site, workdir=tmp_path) as conn:
         _, first, stored = sync(conn, {})
-    kept = states(first)
+    kept = states(first)  # what the engine keeps per item (the links are in the workdir's record)
+    assert all("links" not in state for state in kept.values())
     changed = "/docs/concepts/index.html"
     site.set_page(changed, wrap("Concepts", "<p>A rewritten overview of the concepts.</p>", []))
     site.clear()
     start = time.monotonic()
-    with connector(site, previous=kept) as conn:
+    with connector(site, previous=kept, workdir=tmp_path) as conn:
         items, outcomes, _ = sync(conn, stored)
         unchanged = next(i for i in items if i.id == INSTALL)
         assert unchanged.version == stored[INSTALL]
@@ -147,6 +148,10 @@ def test_a_resync_asks_conditionally_and_fetches_only_the_changed_page(site: Sit
     assert {r.path for r in pages if r.status == 200} == {changed}  # every other page answered 304
     assert all("if-none-match" in r.headers for r in pages)
     assert len({i.id for i in items}) == len(items)
+    site.clear()
+    with connector(site, previous=kept) as conn:  # the engine's states alone: a 304 has no links to follow
+        assert {i.id for i in conn.items()} == {i.id for i in items}
+    assert {r.status for r in site.requests if r.path == INSTALL} == {304, 200}  # asked again for its links
 
 
 def test_without_the_engines_states_the_workdir_keeps_a_resync_conditional(site: SiteServer, tmp_path: Path) -> None:
