@@ -403,7 +403,10 @@ class WebsiteConnector(Connector):
                 raise SourceUnavailable(f"the start URL {url} cannot be read: {page.failure or 'not a page here'}",
                                         transient=page.transient)
             seen.add(page.url)
-            if page.url != url and not self._allowed(page.url):  # a redirect to where robots.txt says no
+            refused = page.url != url and not self._allowed(page.url)  # a redirect to where robots.txt says no
+            if page.kept is not None and (refused or page.item is None or page.item.id in listed):
+                self._reserve(-len(page.kept.data))  # not listed, or an alias of a listed page: its body goes
+            if refused:
                 continue
             if page.item is not None and page.item.id not in listed:
                 self._keep(page)
@@ -421,9 +424,18 @@ class WebsiteConnector(Connector):
         with self._lock:
             if page.failure is not None:
                 self._failed[page.item.id] = f"{page.url}: {page.failure}"
-            elif page.kept is not None and self._kept_bytes + len(page.kept.data) <= _KEEP_BYTES:
+            elif page.kept is not None:  # its bytes were counted when it was read (`_reserve`)
                 self._kept[page.item.id] = page.kept
-                self._kept_bytes += len(page.kept.data)
+
+    def _reserve(self, size: int) -> bool:
+        """Whether a body just read may stay in memory for `fetch`: counted at once, from the crawl's
+        threads, so that a level of the crawl never holds more than the cap (plus the bodies being
+        read); a body past it is dropped and `fetch` asks again."""
+        with self._lock:
+            if self._kept_bytes + size > _KEEP_BYTES:
+                return False
+            self._kept_bytes += size
+            return True
 
     def _visit(self, url: str) -> _Page:
         """GET one URL for the listing (conditional on its previous state)."""
@@ -463,7 +475,8 @@ class WebsiteConnector(Connector):
         names = self._names(final)
         item = Item(id=names["id"], version=str(fetched.version), filename=str(fetched.filename),
                     url=final, path=names["path"], label=names["label"], meta={"url": final})
-        return _Page(final, None if noindex else item, links, kept=fetched, state={**fetched.state, "links": links})
+        kept = fetched if not noindex and self._reserve(len(fetched.data)) else None
+        return _Page(final, None if noindex else item, links, kept=kept, state={**fetched.state, "links": links})
 
     def _read(self, url: str, answer: Response) -> tuple[Fetched | None, list[str], bool]:
         """A 200 answer as what `fetch` returns, with the page's links and noindex."""
