@@ -235,7 +235,7 @@ class GitConnector(Connector):
             raise SourceUnavailable("the source's token would be sent unencrypted: give the repository as an "
                                     "https:// URL")
         try:
-            resolve(remote.host or "", remote.port or 0, self.context.allow_hosts, self.context.limits.timeout_seconds)
+            resolve(remote.host or "", remote.port or 0, self.context.allow_hosts)
         except AddressRefused as exc:
             raise SourceUnavailable(f"the repository's host is refused: {exc}") from None
 

@@ -343,7 +343,7 @@ class S3Connector(Connector):
         return client
 
     def _addresses(self, host: str, port: int) -> list[str]:
-        return resolve(host, port, self._allow, timeout=self.context.limits.timeout_seconds)
+        return resolve(host, port, self._allow)
 
     def _check_request(self, request: Any, **_: Any) -> None:
         """botocore's hook before each request goes out: its host must pass the address rule."""
