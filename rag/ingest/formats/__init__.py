@@ -46,7 +46,12 @@ TEXT_FORMATS = MARKDOWN_SUFFIXES | TEXT_SUFFIXES
 BINARY_PARSERS: dict[str, str] = {
     ".pdf": "rag.ingest.formats.pdf:parse_pdf", ".html": "rag.ingest.formats.html:parse_html",
     ".htm": "rag.ingest.formats.html:parse_html", ".docx": "rag.ingest.formats.docx:parse_docx",
+    ".webpage": "rag.ingest.formats.webpage:parse_webpage",
 }
+# Suffixes no file on disk has: a connector names its bytes so to choose a parser (".webpage": a
+# crawled page's main content, rag/ingest/formats/webpage.py). Parsed like the others, never
+# picked up by a folder walk.
+INTERNAL_SUFFIXES = {".webpage"}
 
 
 def binary_parser(suffix: str) -> Callable[[bytes, str], ParsedDocument] | None:
@@ -59,7 +64,8 @@ def binary_parser(suffix: str) -> Callable[[bytes, str], ParsedDocument] | None:
 
 
 def supported_suffixes() -> set[str]:
-    return TEXT_FORMATS | set(BINARY_PARSERS)
+    """The suffixes of files a folder walk reads."""
+    return (TEXT_FORMATS | set(BINARY_PARSERS)) - INTERNAL_SUFFIXES
 
 
 def decode_text(data: bytes) -> str:
