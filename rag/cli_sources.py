@@ -126,6 +126,7 @@ def sync(name: str = typer.Argument(...), workspace: str = _WORKSPACE, json_out:
             "outcome": report["source"]["last_sync"]["outcome"], "error": report["error"],
             "failures": [{"item": p, "error": m} for p, m in report["failed"]],
             "skips": [{"item": p, "reason": m} for p, m in report["skipped"]],
+            "timings": report.get("timings", {}),
         }
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:

@@ -107,7 +107,8 @@ def source_sync(svc: "KnowledgeService", workspace: str, name: str, progress: Pr
     principal = _principal(svc, workspace)
     info, report = yield from _working(progress, lambda step, emit: svc.sync_source(principal, name, step))
     yield {"source": info.payload(), "summary": report.summary(), "failed": report.failed,
-           "skipped": report.skipped, "warnings": report.warnings, "error": report.error}
+           "skipped": report.skipped, "warnings": report.warnings, "error": report.error,
+           "timings": {stage: round(seconds, 3) for stage, seconds in report.timings.items()}}
 
 
 def export(svc: "KnowledgeService", file: str, kb: list[str], workspace: str | None,

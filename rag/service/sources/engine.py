@@ -85,6 +85,13 @@ class SyncReport:
     seconds: float = 0.0
     complete: bool = True  # the listing ran to its end (nothing was archived otherwise)
     kept: set[str] = field(default_factory=set, repr=False)  # source ids stored or found unchanged
+    # Seconds spent per stage, summed over the fetch threads: listing, fetching, parsing, storing, indexing.
+    timings: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def timed(self, stage: str, seconds: float) -> None:
+        with self._lock:
+            self.timings[stage] = self.timings.get(stage, 0.0) + seconds
     error: str | None = None  # why the source could not be listed
 
     def summary(self) -> dict[str, Any]:
@@ -163,6 +170,7 @@ class SyncEngine:
         report = SyncReport(knowledge_base=target.kb.name)
         try:
             items = self._listing(connector, report, progress)
+            report.timed("listing", time.perf_counter() - started)
         except SourceUnavailable as exc:
             report.error, report.complete = str(exc), False
             report.seconds = time.perf_counter() - started
@@ -284,7 +292,7 @@ class SyncEngine:
                     item = next(queue, None)
                     if item is None:
                         break
-                    pending.append((item, pool.submit(self._read, connector, item, previous.get(item.id))))
+                    pending.append((item, pool.submit(self._read, connector, item, previous.get(item.id), report)))
                 if not pending:
                     break
                 item, future = pending.popleft()
@@ -321,13 +329,20 @@ class SyncEngine:
             report.warnings.extend((label, w) for w in ready.parsed.warnings)
         return ready
 
-    def _read(self, connector: Connector, item: Item, previous: dict | None) -> _Ready:
+    def _read(self, connector: Connector, item: Item, previous: dict | None, report: SyncReport) -> _Ready:
+        began = time.perf_counter()
         try:
             fetched = self._fetch(connector, item, previous)
         except NotModified:
             return _Ready(item, item.version, None, None, dict(previous or {}), None)
+        finally:
+            report.timed("fetching", time.perf_counter() - began)
         filename = fetched.filename or item.filename
-        parsed = fetched.parsed or _parse(fetched.data, filename, item.title)
+        began = time.perf_counter()
+        try:
+            parsed = fetched.parsed or _parse(fetched.data, filename, item.title)
+        finally:
+            report.timed("parsing", time.perf_counter() - began)
         if item.title:
             parsed.title = item.title
         problem = name_problem(" ".join(parsed.title.split()), separators=False) or next(
@@ -358,6 +373,7 @@ class SyncEngine:
         from rag.service.indexing.publish import request_publish
 
         to_publish: list[int] = []
+        began = time.perf_counter()
         with self.db.session() as session:
             folders: dict[tuple[str, ...], str] = {(): target.kb.root_id}
             for ready in batch:
@@ -379,11 +395,16 @@ class SyncEngine:
                     request_publish(session, version)
                     to_publish.append(version.id)
                 getattr(report, outcome).append(label)
+        report.timed("storing", time.perf_counter() - began)
         if not to_publish:
             return 0
         before = report.chunks  # one indexing count across the batches
-        return self.publisher.publish(
-            to_publish, lambda done, total: progress("indexing", before + done, before + total))
+        began = time.perf_counter()
+        try:
+            return self.publisher.publish(
+                to_publish, lambda done, total: progress("indexing", before + done, before + total))
+        finally:
+            report.timed("indexing", time.perf_counter() - began)
 
     def _write(self, session: Session, target: Target, ready: _Ready, node: Node | None,
                folders: dict) -> tuple[DocumentVersion | None, str]:

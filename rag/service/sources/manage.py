@@ -379,12 +379,15 @@ class Sources:
             raise _NotRunnable("the source's settings are no longer valid; change them (rag source show)") from None
         s = self.settings.sources
         workdir = self.settings.home / "sources" / row.id
+        with self.db.session() as session:  # what each item's last fetch kept (an ETag), for conditional fetches
+            previous = {item_id: dict(state) for item_id, state in session.execute(
+                select(SourceItem.item_id, SourceItem.state).where(SourceItem.source_pk == row.id)) if state}
         context = SyncContext(
             source_name=row.name, workspace=row.workspace_id, secret=secret, cursor=dict(row.cursor or {}),
             limits=FetchLimits(max_bytes=s.max_item_bytes, timeout_seconds=s.request_timeout_seconds,
                                total_seconds=s.item_timeout_seconds, max_items=s.max_items,
                                concurrency=s.concurrency, attempts=s.attempts, backoff_seconds=s.backoff_seconds),
-            allow_hosts=tuple(s.allow_hosts), stop=stop, workdir=workdir,
+            previous=previous, allow_hosts=tuple(s.allow_hosts), stop=stop, workdir=workdir,
         )
         connector = cls(config, context)
         connector.items = _limited(connector.items, s.max_items)  # type: ignore[method-assign]
