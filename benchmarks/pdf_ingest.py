@@ -51,7 +51,7 @@ def parse_only(folder: Path, repeat: int) -> list[dict[str, Any]]:
 
 
 def run(folder: Path) -> dict[str, Any]:
-    import rag.service.indexing.ingest as ingest_module
+    import rag.service.sources.engine as ingest_module
     from rag.service import KnowledgeService, Principal
     from rag.settings import Settings
 

@@ -14,6 +14,7 @@ from typing import Optional
 import typer
 
 from rag.cli_admin import export_store, import_store, token_app
+from rag.cli_sources import source_app
 from rag.cli_run import _error, _one, _progress_bar, _settings, out, run, service
 from rag.logs import configure
 from rag.store.home import private_umask
@@ -226,6 +227,7 @@ def _mcp_relay(home: Path, url: str, token: str) -> None:
 
 
 app.add_typer(token_app, name="token")
+app.add_typer(source_app, name="source")
 
 try:  # the evaluation commands live with the harness in evals/
     from rag.cli_eval import eval_app

@@ -132,7 +132,7 @@ def _one(events: Iterator[dict]) -> dict:
 
 _STAGES = {
     "reading": "reading files", "exporting": "exporting rows", "checking": "checking the archive",
-    "loading": "loading rows", "indexing": "indexing chunks",
+    "loading": "loading rows", "indexing": "indexing chunks", "listing": "listing items",
 }
 
 

@@ -80,6 +80,36 @@ def ingest(svc: "KnowledgeService", path: str, workspace: str, kb: str, progress
            "warnings": report.warnings}
 
 
+def source_add(svc: "KnowledgeService", workspace: str, name: str, kind: str, config: dict, kb: str | None,
+               folder: str, every: str | None, secret: str | None) -> Events:
+    info = svc.add_source(_principal(svc, workspace), name, kind, config, kb, folder, every, secret)
+    yield {"source": info.payload()}
+
+
+def source_list(svc: "KnowledgeService", workspace: str) -> Events:
+    yield {"sources": [info.payload() for info in svc.list_sources(_principal(svc, workspace))]}
+
+
+def source_show(svc: "KnowledgeService", workspace: str, name: str) -> Events:
+    yield {"source": svc.show_source(_principal(svc, workspace), name).payload()}
+
+
+def source_pause(svc: "KnowledgeService", workspace: str, name: str, paused: bool) -> Events:
+    yield {"source": svc.set_source_paused(_principal(svc, workspace), name, paused).payload()}
+
+
+def source_remove(svc: "KnowledgeService", workspace: str, name: str, keep_documents: bool) -> Events:
+    yield {"removed": svc.remove_source(_principal(svc, workspace), name, keep_documents)}
+
+
+def source_sync(svc: "KnowledgeService", workspace: str, name: str, progress: Progress | None = None) -> Events:
+    """The source synced now; its report, after `{"progress"}` events when a server runs it."""
+    principal = _principal(svc, workspace)
+    info, report = yield from _working(progress, lambda step, emit: svc.sync_source(principal, name, step))
+    yield {"source": info.payload(), "summary": report.summary(), "failed": report.failed,
+           "skipped": report.skipped, "warnings": report.warnings, "error": report.error}
+
+
 def export(svc: "KnowledgeService", file: str, kb: list[str], workspace: str | None,
            progress: Progress | None = None, stream: IO[bytes] | None = None) -> Events:
     """`rag export`: the archive written to `file`, or for "-" to `stream` (the CLI's standard
@@ -189,6 +219,8 @@ IN_PROCESS = frozenset({"svc", "progress", "stream"})
 OPERATIONS: dict[str, Callable[..., Events]] = {
     "search": search, "ask": ask, "token_create": token_create, "token_list": token_list,
     "token_revoke": token_revoke, "ingest": ingest, "export": export, "import": import_,
+    "source_add": source_add, "source_list": source_list, "source_show": source_show, "source_pause": source_pause,
+    "source_remove": source_remove, "source_sync": source_sync,
 }
 
 

@@ -29,6 +29,12 @@ class AlreadyExists(InvalidArgument):
     code = "already_exists"
 
 
+class Busy(RagError):
+    """The thing is in use by a job that runs once at a time (a source's sync)."""
+
+    code = "busy"
+
+
 class PermissionDenied(RagError):
     code = "permission_denied"
 

@@ -33,6 +33,8 @@ def hit_payload(hit: Hit, excerpt_chars: int = 2000) -> dict[str, Any]:
         payload["source"] = hit.source
     if hit.page is not None:  # only a paged original's excerpt has a page
         payload["page"] = hit.page
+    if hit.url:  # a source's document: where its original lives (never a line of the text block)
+        payload["url"] = hit.url
     return payload
 
 
@@ -101,6 +103,8 @@ def source_payload(source: "Source", excerpt_chars: int = 2000) -> dict[str, Any
         payload["source"] = source.source
     if source.first.page is not None:  # the page of the first cited excerpt; each excerpt has its own
         payload["page"] = source.first.page
+    if source.first.url:
+        payload["url"] = source.first.url
     payload["excerpt"] = source.first.excerpt(excerpt_chars)
     # Every cited excerpt, so a reader can find the quoted text in that version of the document.
     payload["excerpts"] = [_excerpt(hit, excerpt_chars) for hit in source.hits]

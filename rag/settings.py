@@ -353,6 +353,36 @@ class HttpSettings(BaseModel):
     )
 
 
+class SourceSettings(BaseModel):
+    """Syncing sources (rag/service/sources/): bounds on every fetch, and the schedule's clock."""
+
+    max_item_bytes: int = Field(50 * 1024 * 1024, ge=1024, le=2**34, description="Largest item one fetch reads.")
+    request_timeout_seconds: float = Field(30.0, gt=0, le=3600, description="One request: connecting, and each read.")
+    item_timeout_seconds: float = Field(
+        120.0, gt=0, le=86_400, description="One item's whole fetch, redirects and retries included.")
+    max_items: int = Field(100_000, ge=1, le=10_000_000, description="Items one listing may hold.")
+    concurrency: int = Field(4, ge=1, le=64, description="Items fetched at once by one sync.")
+    attempts: int = Field(3, ge=1, le=10, description="Attempts per transient failure, with exponential backoff.")
+    backoff_seconds: float = Field(0.5, ge=0, le=60, description="First wait between attempts, doubled each time.")
+    batch: int = Field(32, ge=1, le=1000, description="Items stored per transaction (what a killed sync redoes at most).")
+    poll_seconds: float = Field(
+        30.0, gt=0, le=86_400, description="How often `rag serve` looks for sources that are due.")
+    lease_seconds: float = Field(
+        120.0, ge=5, le=86_400,
+        description="How long a sync holds its source without renewing (a killed sync's source is free again after it).")
+    allow_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Hosts every source may reach although private or loopback (comma-separated); "
+        "a source may add its own.")
+    min_every_seconds: int = Field(60, ge=1, le=86_400, description="The shortest schedule a source may have.")
+    scheduler: bool = Field(True, description="`rag serve` runs sources when they are due.")
+
+    @field_validator("allow_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: Any) -> Any:
+        return _header_list(value)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="RAG_", env_nested_delimiter="__", extra="ignore", validate_default=True
@@ -410,6 +440,25 @@ class Settings(BaseSettings):
     index: IndexSettings = Field(default_factory=IndexSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     retrieve: RetrieveSettings = Field(default_factory=RetrieveSettings)
+    sources: SourceSettings = Field(default_factory=SourceSettings)
+    source_secrets: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="The secrets sources name: RAG_SOURCE_SECRETS__<NAME>=value, or RAG_SOURCE_SECRETS__<NAME>_FILE="
+        "a file holding it. Never stored, exported or logged.")
+
+    def source_secret(self, name: str) -> str | None:
+        """The value of the secret a source names (its `_FILE` form read from its file); None when unset."""
+        key = name.lower()
+        value = self.source_secrets.get(key)
+        if value is not None:
+            return value.get_secret_value()
+        path = self.source_secrets.get(f"{key}_file")
+        if path is None:
+            return None
+        try:
+            return Path(path.get_secret_value()).read_text().strip()
+        except OSError:
+            return None
 
     @field_validator("allowed_hosts", "allowed_origins", mode="before")
     @classmethod

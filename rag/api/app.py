@@ -29,7 +29,9 @@ from rag.api.arguments import required_as_declared
 from rag.api.errors import CatchAll, install_error_handlers
 from rag.api.limits import BodyLimit, known_query_only
 from rag.ingest.sandbox import stop_parsing
-from rag.api.routes import activity, chat, health, knowledge, local, nodes, review, tokens, uploads, versions
+from rag.api.routes import (
+    activity, chat, health, knowledge, local, nodes, review, sources, tokens, uploads, versions,
+)
 from rag.service import KnowledgeService
 from rag.settings import LOCAL_EMBED_MODEL, Settings
 
@@ -177,6 +179,11 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
             app.state.service = svc
             if serving:
                 stop_parsing_on_signals()
+            if (serving or service is None) and svc.settings.sources.scheduler:
+                # `rag serve` (and each of its workers) syncs the sources that are due; leases keep it
+                # to one sync per source across them (rag/service/sources/schedule.py).
+                scheduler = svc.start_scheduler()
+                stack.callback(scheduler.stop)
             if mcp_http is not None and mcp_app is not None:
                 mcp_app.app, run = mcp_http(svc)
                 await stack.enter_async_context(run())  # a mounted app's own lifespan never runs
@@ -188,7 +195,7 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
     app.state.local_secret = local_secret
     install_error_handlers(app)
     offline_docs(app)
-    for module in (health, knowledge, chat, nodes, versions, review, uploads, activity, tokens, local):
+    for module in (health, knowledge, chat, nodes, versions, review, uploads, activity, tokens, sources, local):
         app.include_router(module.router)
     app.openapi = lambda: required_as_declared(FastAPI.openapi(app))  # type: ignore[method-assign]
     if mcp_app is not None:

@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from rag.errors import (
     STORAGE_FULL,
     AlreadyExists,
+    Busy,
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -47,6 +48,7 @@ _STATUS: tuple[tuple[type[RagError], int], ...] = (
     (PermissionDenied, 403),
     (NotFound, 404),
     (AlreadyExists, 409),
+    (Busy, 409),
     (InvalidArgument, 400),
     (TooManyRequests, 429),
     (StoreLocked, 503),

@@ -21,6 +21,8 @@ AskRequest = request_body(
 )
 
 
+_URL = ("Where the original lives (a website's page, a file in its repository, an object in its bucket), for a "
+        "document a source brought; absent for every other document.")
 _PAGE = ("For a PDF: the 1-based physical page the excerpt lies on (its index in the file, not the printed "
          "number). Absent for every other source.")
 
@@ -34,6 +36,7 @@ class SearchHit(BaseModel):
     excerpt: str = Field(description="Up to 2,000 characters, then […truncated].")
     source: str | None = Field(None, description="Where it came from, in the connector's words; absent when none.")
     page: int | None = Field(None, ge=1, description=_PAGE)
+    url: str | None = Field(None, description=_URL)
 
 
 class SearchResponse(BaseModel):
@@ -59,6 +62,7 @@ class AnswerSource(BaseModel):
     score: float
     source: str | None = None
     page: int | None = Field(None, ge=1, description="For a PDF: the page of the first cited excerpt; absent otherwise.")
+    url: str | None = Field(None, description=_URL)
     excerpt: str
     excerpts: list[CitedExcerpt] = Field(description="Every cited excerpt of this document, where it sits in which version.")
 

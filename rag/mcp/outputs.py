@@ -32,6 +32,12 @@ Label = Annotated[str, Field(description=(
 ))]
 
 
+Url = Annotated[str, Field(description=(
+    "Where the original lives (the page of a website, the file in its repository, the object in its bucket), for a "
+    "document a source brought. Absent for every other document."
+))]
+
+
 class KnowledgeHit(TypedDict):
     source_id: SourceId
     document_id: DocumentId
@@ -42,6 +48,7 @@ class KnowledgeHit(TypedDict):
     excerpt: Annotated[str, Field(description="The excerpt, up to 2,000 characters, then […truncated].")]
     source: NotRequired[Label]
     page: NotRequired[Page]
+    url: NotRequired[Url]
 
 
 class SearchKnowledgeOutput(TypedDict):
@@ -59,6 +66,7 @@ class KnowledgeSource(TypedDict):
     page: NotRequired[Annotated[int, Field(ge=1, description=(
         "For a PDF: the 1-based physical page of the first excerpt the answer cites from it. Absent otherwise."
     ))]]
+    url: NotRequired[Url]
 
 
 class AskKnowledgeOutput(TypedDict):

@@ -163,6 +163,7 @@ class Hit:
     lane_ranks: dict[str, int] = field(default_factory=dict)  # lane name -> 1-based rank in that lane
     lane_scores: dict[str, float] = field(default_factory=dict)  # lane name -> the lane's own score
     page: int | None = None  # the 1-based page of a paged original (PDF) the excerpt lies on; else None
+    url: str | None = None  # where the original lives (a page, a file in a repository), for a source's document
 
     @property
     def vector_similarity(self) -> float | None:

@@ -15,6 +15,7 @@ operation to the part that owns it:
       review     review.py      drafts awaiting review, differences between versions, a node's history
     indexing/   sources in, searchable chunks out
       ingest     ingest.py      directories and record corpora
+    sources/    sources kept in sync (manage.py), their engine (engine.py) and schedule (schedule.py)
       originals  originals.py   documents made from uploaded files, and versions' original files
     query/      questions put to the knowledge
       searches   search.py      search_knowledge
@@ -48,6 +49,7 @@ from rag.service.indexing.publish import Publisher
 from rag.service.indexing.publish_queue import PublishQueue, PublishWorker
 from rag.service.content.review import Review
 from rag.service.query.search import Search
+from rag.service.sources.manage import Sources
 from rag.service.identity.sessions import EditorSessions
 from rag.service.identity.tokens import Tokens
 from rag.service.transfer.archives import Transfer
@@ -128,6 +130,7 @@ class KnowledgeService:
         self.answers = Answers(settings, self.access, self.activity_log, engines)
         self.tokens = Tokens(db, settings, self.access, self.activity_log)
         self.ingest = Ingest(db, settings, self.access, self.activity_log, self.catalog, self.edits, self.publisher)
+        self.sources = Sources(db, settings, self.access, self.activity_log, self.catalog, self.edits, self.publisher)
         self.transfer = Transfer(db, settings, self.access, self.activity_log, engines, self.publisher)
         self.originals = Originals(db, settings, self.access, self.activity_log, self.edits)
         self.review = Review(db, self.access, self.activity_log)
@@ -209,6 +212,14 @@ class KnowledgeService:
 
     ingest_directory = forward("ingest")
     ingest_records = forward("ingest")
+    add_source = forward("sources", "add")
+    list_sources = forward("sources", "list")
+    show_source = forward("sources", "show")
+    change_source = forward("sources", "change")
+    sync_source = forward("sources", "sync")
+    start_source_sync = forward("sources", "start_sync")
+    set_source_paused = forward("sources", "set_paused")
+    remove_source = forward("sources", "remove")
     export_archive = forward("transfer")
     import_archive = forward("transfer")
 
@@ -227,9 +238,24 @@ class KnowledgeService:
     take_flashes = forward("sessions")
     close_session = forward("sessions")
 
+    def start_scheduler(self):
+        """`rag serve`'s thread that syncs the sources when they are due (rag/service/sources/schedule.py);
+        stopped by close()."""
+        from rag.service.sources.schedule import Scheduler
+
+        if self.__dict__.get("scheduler") is None:
+            self.scheduler = Scheduler(self.sources, self.settings.sources.poll_seconds).start()
+        return self.scheduler
+
     # ----- lifetime -----
 
     def close(self) -> None:
+        scheduler = self.__dict__.get("scheduler")
+        if scheduler is not None:  # a sync in progress ends after the item at hand
+            scheduler.stop()
+        sources = self.__dict__.get("sources")
+        if sources is not None:
+            sources.stopping.set()
         worker = self.__dict__.get("publish_worker")
         if worker is not None:
             worker.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict
@@ -44,6 +45,7 @@ class Item:
     label: str | None = None  # in the connector's words, after "provider:" (default: the path and title)
     moved_from: str | None = None  # the id this item had before, when the listing saw a rename or move
     skip: str | None = None  # listed but not taken, and why (reported as skipped; the item is not archived)
+    failed: str | None = None  # listed but unreadable already, and why (reported as a failure)
     meta: Mapping[str, Any] = field(default_factory=dict)  # what `fetch` needs (a blob id, a zip member)
 
 
@@ -104,6 +106,7 @@ class SyncContext:
     limits: FetchLimits = field(default_factory=FetchLimits)
     allow_hosts: tuple[str, ...] = ()  # hosts a source may reach although private or loopback (tests: 127.0.0.1)
     stop: threading.Event = field(default_factory=threading.Event)  # set: finish the item at hand, then stop
+    workdir: Path | None = None  # the source's own directory (a clone, a cache), kept between syncs
 
 
 class Connector:

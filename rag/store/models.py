@@ -96,6 +96,8 @@ class Node(Base):
     # Ingested documents: the root directory they came from and the hash of the file last ingested.
     ingest_root: Mapped[str | None] = mapped_column(String(2000), nullable=True, index=True)
     ingest_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Where the original lives (a page, a file in a repository, an object), for a document a source brought.
+    url: Mapped[str | None] = mapped_column(String(2000), nullable=True)
     citation_count: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
@@ -257,3 +259,62 @@ class SearchGeneration(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     value: Mapped[int] = mapped_column(BigInteger)
+
+
+# ----- sources: where knowledge comes from, kept in sync (rag/service/sources/) -----
+
+SOURCE_IDLE = "idle"
+SOURCE_RUNNING = "running"
+
+
+class Source(Base):
+    """A place knowledge is synced from: a kind (rag/sources/registry.py), its settings (never a
+    secret: `secret` names one that Settings supplies), the knowledge base and folder it fills, a
+    schedule, and the state of its syncs. `lease_*`: the sync running now (at most one per source,
+    across processes and workers) and until when its holder promised to renew the lease."""
+
+    __tablename__ = "sources"
+    __table_args__ = (UniqueConstraint("workspace_id", "name_key", name="uq_source_name"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("src"))
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    name_key: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(32))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    secret: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    kb_id: Mapped[str] = mapped_column(ForeignKey("knowledge_bases.id", ondelete="CASCADE"))
+    folder: Mapped[str] = mapped_column(String(2000), default="")  # "a/b" under the knowledge base's root
+    every_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)  # None: synced on demand only
+    paused: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    status: Mapped[str] = mapped_column(String(16), default=SOURCE_IDLE)
+    cursor: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    last_started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)  # ok | partial | failed | stopped
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    last_counts: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    last_failures: Mapped[list[list[str]] | None] = mapped_column(JSON, nullable=True)  # [item, reason], the first few
+    progress: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # the running sync's stage and counts
+    next_run_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True, index=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class SourceItem(Base):
+    """One item a source listed: the version last stored, the document it became, and what its
+    connector keeps for the next fetch (an ETag). Written in the transaction that stores the
+    document, so a sync killed at any point resumes without duplicates."""
+
+    __tablename__ = "source_items"
+    __table_args__ = (UniqueConstraint("source_pk", "item_id", name="uq_source_item"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    source_pk: Mapped[str] = mapped_column(ForeignKey("sources.id", ondelete="CASCADE"))
+    item_id: Mapped[str] = mapped_column(String(1000))
+    version: Mapped[str] = mapped_column(String(200))
+    node_id: Mapped[str | None] = mapped_column(ForeignKey("nodes.id", ondelete="SET NULL"), nullable=True, index=True)
+    state: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from rag.cli import app
 from rag.service import KnowledgeService, Principal
-from rag.service.indexing.ingest import HIDDEN, _Found, _NotRegular
+from rag.sources.folder import HIDDEN, _Found, _NotRegular
 from rag.settings import Settings
 from rag.store.models import Node, Workspace
 

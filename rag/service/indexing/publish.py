@@ -354,6 +354,23 @@ class Publisher:
             )
         self._drop_chunks_of(version_ids)
 
+    def unpublish_nodes(self, node_ids: Sequence[str]) -> list[int]:
+        """Archive these documents' published versions, their chunks out of every lane first (a
+        source's item that vanished: the document and its history stay). Returns the versions archived."""
+        if not node_ids:
+            return []
+        with self.db.session() as session:
+            version_ids = list(session.scalars(select(DocumentVersion.id).where(
+                DocumentVersion.node_id.in_(list(node_ids)), DocumentVersion.status == PUBLISHED)))
+        self._drop_chunks_of(version_ids)
+        with self.db.session() as session:
+            lock_nodes(session, sorted(set(node_ids)))
+            now = utcnow()
+            for version in session.scalars(select(DocumentVersion).where(
+                    DocumentVersion.id.in_(version_ids), DocumentVersion.status == PUBLISHED)):
+                version.status, version.archived_at = ARCHIVED, now
+        return version_ids
+
     def indexed_rows(self, session, chunk_ids: Sequence[int] | None = None) -> Iterator[IndexRow]:
         """(chunk id, indexed text, knowledge base id, node id) of every chunk (or of these), as the
         lanes got them."""
