@@ -211,10 +211,9 @@ class ConfluenceExport(ExportConnector):
         resolved = ",".join(target for target in page.targets if target in known)
         salt = (page.title, resolved, self.settings.base_url or "", _RENDERING)
         version = hashlib.sha256("\x1f".join((token, *salt)).encode()).hexdigest()
-        meta = {"member": page.member.name, "page": True, **({"error": page.error} if page.error else {})}
         return Item(id=page.id, version=version[:32], filename=f"{page.id}.html", title=page.title,
                     url=self.page_url(page.id), path=page.ancestors, label="/".join((*page.ancestors, page.title)),
-                    meta=meta)
+                    failed=page.error, meta={"member": page.member.name, "page": True})
 
     def _attachment_item(self, member: Member, page: _Page | None, page_id: str, name: str) -> Item:
         file = member.parts[-1]

@@ -357,8 +357,8 @@ class ExportConnector(Connector):
     def fetch(self, item: Item, previous: Mapping[str, Any] | None) -> Fetched:
         deadline = time.monotonic() + self.context.limits.total_seconds
         self.listing()
-        if item.meta.get("error"):
-            raise ItemFailed(str(item.meta["error"]))
+        if item.failed:  # the listing could not read it already
+            raise ItemFailed(item.failed)
         export = self.export()
         member = export.members.get(str(item.meta.get("member", "")))
         if member is None:

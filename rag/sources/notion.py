@@ -120,7 +120,7 @@ class NotionExport(ExportConnector):
         try:
             rendered = self._rewritten(export.read(member))
         except ItemFailed as exc:
-            return replace(page, meta={**page.meta, "error": str(exc)})
+            return replace(page, failed=str(exc))
         salt = "\x1f".join((self.settings.base_url or "", _RENDERING))
         return replace(page, version=hashlib.sha256(rendered + salt.encode()).hexdigest()[:32])
 
