@@ -152,8 +152,11 @@ def main_content(root: etree._Element) -> etree._Element:
 
 
 def _attachments(root: etree._Element) -> dict[str, str]:
+    """Attachment file -> its original name: the attachments section's links first (their text is
+    the file's name), then any other link to one (its text may be any words)."""
     named = {}
-    for link in root.xpath("//a[starts-with(@href, 'attachments/')]"):
+    greybox = "//*[contains(concat(' ', @class, ' '), ' greybox ')]//a[starts-with(@href, 'attachments/')]"
+    for link in [*root.xpath(greybox), *root.xpath("//a[starts-with(@href, 'attachments/')]")]:  # in that order
         name = _text(link)
         where = unquote(urlsplit(link.get("href", "")).path)
         if name and _ATTACHMENT.match(where):
@@ -164,6 +167,9 @@ def _attachments(root: etree._Element) -> dict[str, str]:
 class ConfluenceExport(ExportConnector):
     kind: ClassVar[str] = "confluence"
     provider: ClassVar[str] = "confluence"
+    # Page and attachment ids survive renames and moves: a page gone is gone, and a new page that
+    # reads the same as it is another page, not the old one moved.
+    moves_by_version: ClassVar[bool] = False
 
     def page_url(self, page_id: str) -> str | None:
         base = self.settings.base_url

@@ -279,7 +279,8 @@ class FolderExport(Export):
         return "blake2b:" + digest.hexdigest()
 
     def _open(self, member: Member) -> BinaryIO:
-        return (self.root / member.name).open("rb")
+        # A file swapped for a link since the listing is not followed out of the export.
+        return os.fdopen(os.open(self.root / member.name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)), "rb")
 
 
 def open_export(path: str, limits: FetchLimits, bounds: ExportBounds | None = None) -> Export:

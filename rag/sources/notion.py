@@ -16,7 +16,7 @@ wrapping "Export-…" or "Private & Shared" folder, are no page and are left out
 reads "Parent/Page" ("notion:Getting Started/VPN Setup"). Its version is the hash of what `fetch`
 returns (the listing reads every page, bounded, to know it): a page moved without an edit keeps its
 version, and so do the pages linking to it, whose relative links changed but point at the same
-page; the engine moves the document. An attachment's version is the CRC-32 the zip keeps of it. Links to other pages become links to those pages on Notion (`base_url`, by default
+page; the engine moves the document. An attachment's version is the CRC-32 the zip keeps of it. Links to other pages (and databases) become links to those pages on Notion (`base_url`, by default
 https://www.notion.so, then the id without dashes, which Notion redirects to the page); a link the
 export cannot resolve (an attachment, a page left out of the export) is left as its text, since a
 relative path means nothing to a reader. Attachments in a format the parsers read become items of
@@ -110,6 +110,7 @@ class NotionExport(ExportConnector):
             elif not _table_of_contents(member):
                 files.append(self._attachment(member))
         self._urls = {page.id: page.url for page in pages.values() if page.url}
+        self._urls |= {table.id.removesuffix(".csv"): table.url for _, table in tables.values() if table.url}
         versioned = [self._versioned(export, page) for page in pages.values()]
         return sorted([*versioned, *(item for _, item in tables.values()), *files], key=lambda item: item.id)
 
@@ -164,10 +165,11 @@ def _table_of_contents(member: Member) -> bool:
 
 
 def _target_id(target: str) -> str | None:
-    """The page id a relative link points at: the id in its last part ("Title <id>.md")."""
+    """The page id a relative link points at: the id in its last part ("Title <id>.md", a
+    database's "Name <id>.csv")."""
     path = unquote(urlsplit(target).path)
     named = _named(PurePosixPath(path).name) if path else None
-    return named[1] if named is not None and named[2] in (".md", "") else None
+    return named[1] if named is not None and named[2] in (".md", ".csv", "") else None
 
 
 def rewrite_links(text: str, urls: dict[str, str]) -> str:

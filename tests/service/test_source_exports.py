@@ -68,6 +68,7 @@ def test_notion_links_point_at_the_pages_on_notion(tmp_path):
     start = data[START].decode()
     assert f"[Logging in](https://acme.notion.site/{LOGIN})" in start
     assert f"[Going out of office](https://acme.notion.site/{AWAY})" in start
+    assert f"[Tools](https://acme.notion.site/{TOOLS})" in start  # a database: its page on Notion
     assert "The old onboarding page Archived onboarding is gone." in start  # not in the export: its text
     assert ".md)" not in start and "%20" not in start
     piv = data[PIV].decode()
@@ -142,6 +143,7 @@ def test_confluence_page_is_its_main_content_with_links_back(tmp_path):
     start = data["10002"].decode()
     assert f'<a href="{WIKI}/pages/viewpage.action?pageId=10004">your PIV card</a>' in start
     assert "<a>the old onboarding page</a>" in start  # no page of the export: its text only
+    assert f'<a href="{WIKI}/download/attachments/10004/piv-checklist.txt">the checklist</a>' in piv
     assert data["10004/20001.txt"].startswith(b"PIV card checklist")
     plain = fetch_all(ConfluenceExport, CONFLUENCE)["10002"].decode()
     assert "<a>your PIV card</a>" in plain  # no base_url: no address to link to

@@ -44,8 +44,9 @@ ATTACHMENTS = {
             "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")),
     ],
 }
-LINKS = {  # pageId: (target pageId, words) links inside the content; "99999" is no page of the export
+LINKS = {  # pageId: (target pageId or file, words) links inside the content; "99999" is no page of the export
     "10002": [("10004", "your PIV card"), ("99999", "the old onboarding page")],
+    "10004": [("attachments/10004/20001.txt", "the checklist")],  # a link to an attachment, in the text
     "10006": [("10005", "Travel")],
 }
 
@@ -93,7 +94,8 @@ def to_html(markdown: str) -> str:
 
 def content(page_id: str) -> str:
     body = to_html(handbook_text(PAGES[page_id][1]))
-    links = [f'<a href="{file_name(target)}">{escape(words)}</a>' for target, words in LINKS.get(page_id, [])]
+    links = [f'<a href="{target if "/" in target else file_name(target)}">{escape(words)}</a>'
+             for target, words in LINKS.get(page_id, [])]
     if links:
         body += f"\n<p>See also: {', '.join(links)}.</p>"
     for attachment_id, original, _, _ in ATTACHMENTS.get(page_id, []):

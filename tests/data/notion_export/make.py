@@ -79,7 +79,8 @@ def link(from_key: str, to_key: str, words: str) -> str:
 EXTRA = {
     "start": lambda: (f"New here? Read {link('start', 'login', 'Logging in')} first, then "
                       f"{link('start', 'piv', 'PIV card')}. Before a trip, see "
-                      f"{link('start', 'away', 'Going out of office')}. The old onboarding page "
+                      f"{link('start', 'away', 'Going out of office')}. Our apps are in "
+                      f"[Tools]({quote(name(*TABLE))}.csv). The old onboarding page "
                       f"[Archived onboarding](Archived%20onboarding%20{MISSING}.md) is gone."),
     "piv": lambda: ("The checklist: [piv-checklist.txt](" + quote(f"{name('PIV card', 'piv')}/piv-checklist.txt")
                     + ").\n\n![A PIV badge](" + quote(f"{name('PIV card', 'piv')}/badge.png") + ")"),
