@@ -94,6 +94,18 @@ def test_notion_zip_split_zip_and_folder_list_the_same(tmp_path):
     assert [folder[p].version for p in pages] == [plain[p].version for p in pages]  # what fetch returns
 
 
+def test_notion_wrapper_and_id_only_folders_are_no_level_of_the_tree(tmp_path):
+    team, hidden, sub = "a" * 32, "b" * 32, "c" * 32
+    archive = hostile_zip(tmp_path / "wrapped.zip", {
+        "Export-1f2e-77aa/index.html": b"<ul><li>Team</li></ul>",  # Notion's table of contents
+        f"Export-1f2e-77aa/Private & Shared/Team {team}.md": b"# Team\n",
+        f"Export-1f2e-77aa/Private & Shared/Team {team}/{hidden}/Sub {sub}.md": b"# Sub\n",
+    })
+    items = listing(NotionExport, archive)
+    assert set(items) == {team, sub}
+    assert (items[sub].path, items[sub].label) == (("Team",), "Team/Sub")
+
+
 def test_notion_newer_export_updates_the_same_items(tmp_path):
     first = listing(NotionExport, zip_tree(NOTION, tmp_path / "first.zip"))
     newer = copy_export(NOTION, tmp_path / "newer")
