@@ -48,6 +48,7 @@ _RENDERING = "confluence-1"
 _PAGE = re.compile(r"^(?:(?P<slug>.*)_)?(?P<id>\d+)\.html?$")
 _ATTACHMENT = re.compile(r"^attachments/(?P<page>\d+)/(?P<name>[^/]+)$")
 _EXTERNAL = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:|//)")
+_XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
 _FRAME = ("breadcrumb-section", "main-header", "footer", "title-heading")
 _PARSER = lxml.html.HTMLParser(huge_tree=False, no_network=True, remove_comments=True, remove_pis=True)
 
@@ -71,8 +72,9 @@ def _text(node: etree._Element) -> str:
 
 
 def _parse(data: bytes) -> etree._Element:
+    text = _XML_DECLARATION.sub("", decode_html(data), count=1)  # lxml refuses one in a str
     try:
-        root = lxml.html.document_fromstring(decode_html(data), parser=_PARSER)
+        root = lxml.html.document_fromstring(text, parser=_PARSER)
     except (etree.LxmlError, ValueError, RecursionError):
         raise ItemFailed("the page's HTML cannot be parsed") from None
     if root is None:

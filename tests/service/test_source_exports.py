@@ -4,6 +4,7 @@ against real exports: the small ones under tests/data, zipped, split, made newer
 from __future__ import annotations
 
 import json
+import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -188,6 +189,16 @@ def test_a_zip_bomb_member_fails_alone(tmp_path):
         with pytest.raises(ItemFailed, match="zip bomb"):
             source.fetch(items["b" * 32], None)
         assert source.fetch(items["f" * 32], None).data.startswith(b"# Fine")
+
+
+def test_a_page_of_unclosed_links_reads_in_linear_time(tmp_path):
+    hostile = b"# Links\n\n" + b"[a](" * 200_000 + b"\n" + b"[" * 200_000 + b"\n![" + b"](" * 200_000
+    archive = hostile_zip(tmp_path / "links.zip", {f"Links {'d' * 32}.md": hostile}, zipfile.ZIP_STORED)
+    started = time.monotonic()
+    with open_source(NotionExport, archive) as source:
+        (item,) = source.items()
+        assert source.fetch(item, None).data.count(b"[a](") == 200_000  # no link: left as it was
+    assert time.monotonic() - started < 30  # quadratic matching took 45 s for 16,000 of them
 
 
 def test_a_member_past_the_size_bound_fails_alone(tmp_path):
