@@ -44,6 +44,7 @@ from rag.sources.base import (
 )
 
 _STEP = 1 << 16
+_DIRECTORY_ENTRY_BYTES = 46 + 1024  # a directory entry's fixed part and room for its name and extras
 _CSV_SKIP = "CSV databases are read once the formats issue (32) lands"
 _CODE_SKIP = "code and config files are read once the formats issue (32) lands"
 _CODE_SUFFIXES = {
@@ -191,6 +192,8 @@ class ZipExport(Export):
         self._parts: dict[str, zipfile.ZipFile] = {}
         self._where: dict[str, tuple[zipfile.ZipFile, zipfile.ZipInfo]] = {}
         try:
+            with path.open("rb") as stream:
+                self._check_directory(stream)
             self._zip = zipfile.ZipFile(path)
             self._list(self._zip, top=True, total=0)
         except SourceUnavailable:
@@ -199,6 +202,20 @@ class ZipExport(Export):
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError):
             self.close()
             raise SourceUnavailable("the export is not a readable zip file (damaged or truncated?)") from None
+
+    def _check_directory(self, stream: BinaryIO) -> None:
+        """Refuse a zip whose end record declares more members (or a bigger directory) than the
+        bound before zipfile reads its directory, which makes an object of every member: a crafted
+        directory of millions would take gigabytes first."""
+        end_record = getattr(zipfile, "_EndRecData", None)  # zipfile's own reader of that record
+        if end_record is None:
+            return
+        record = end_record(stream)
+        if record is None:
+            raise zipfile.BadZipFile("no end record")
+        entries, size = int(record[zipfile._ECD_ENTRIES_TOTAL]), int(record[zipfile._ECD_SIZE])
+        if entries > self.bounds.max_members or size > self.bounds.max_members * _DIRECTORY_ENTRY_BYTES:
+            raise SourceUnavailable(f"the export holds more than {self.bounds.max_members} files; refused")
 
     def _list(self, archive: zipfile.ZipFile, top: bool, total: int) -> int:
         infos = archive.infolist()
@@ -225,7 +242,9 @@ class ZipExport(Export):
         if self._bomb(info.file_size, info.compress_size):
             raise SourceUnavailable("a part of the export is compressed past any real export; refused")
         try:
-            part = zipfile.ZipFile(archive.open(info))  # ZipExtFile seeks; the part is never held whole
+            stream = archive.open(info)  # a ZipExtFile seeks: the part is never held whole
+            self._check_directory(stream)
+            part = zipfile.ZipFile(stream)
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError):
             raise SourceUnavailable(f"a part of the export ({info.filename[:80]}) is not a readable zip") from None
         self._parts[info.filename] = part

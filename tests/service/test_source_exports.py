@@ -225,6 +225,13 @@ def test_too_many_members_or_bytes_or_items_refuse_the_export(tmp_path):
     with open_source(NotionExport, many, FetchLimits(max_items=2)) as source:
         with pytest.raises(SourceUnavailable, match="more than 100 files"):
             source.items()
+    claims = bytearray(hostile_zip(tmp_path / "claims.zip", {"a.txt": b"x"}).read_bytes())
+    end = claims.rindex(b"PK\x05\x06")
+    claims[end + 8: end + 12] = (60_000).to_bytes(2, "little") * 2  # the end record claims 60,000 members
+    (tmp_path / "claims.zip").write_bytes(bytes(claims))
+    with open_source(NotionExport, tmp_path / "claims.zip", FetchLimits(max_items=2)) as source:
+        with pytest.raises(SourceUnavailable, match="more than 100 files"):  # before zipfile reads them
+            source.items()
     heavy = hostile_zip(tmp_path / "heavy.zip", {f"Page {'a' * 32}.md": b"# Page\n" + b"x" * 120_000})
     with open_source(NotionExport, heavy, FetchLimits(max_items=2, max_bytes=1000)) as source:
         with pytest.raises(SourceUnavailable, match="add up to more than 100000 bytes"):
