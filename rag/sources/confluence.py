@@ -42,7 +42,7 @@ from lxml import etree
 
 from rag.ingest.formats.html import decode_html
 from rag.sources.base import Item, ItemFailed
-from rag.sources.exports import Export, ExportConnector, Member, skip_reason, version_of
+from rag.sources.exports import Export, ExportConnector, Member, clean_title, folder_name, skip_reason, version_of
 
 _RENDERING = "confluence-1"
 _PAGE = re.compile(r"^(?:(?P<slug>.*)_)?(?P<id>\d+)\.html?$")
@@ -121,7 +121,7 @@ def _heading(root: etree._Element, space: str, fallback: str) -> str:
             title = _text(found[0])
             if space and title.startswith(f"{space} : "):
                 title = title[len(space) + 3:]
-            return title.strip() or fallback
+            return clean_title(title) or fallback
     return fallback
 
 
@@ -133,7 +133,7 @@ def _breadcrumbs(root: etree._Element) -> tuple[str, tuple[str, ...]]:
         if PurePosixPath(urlsplit(href).path).name == "index.html":
             space = _text(link)
         elif _page_id(href) is not None and _text(link):
-            ancestors.append(_text(link))
+            ancestors.append(folder_name(_text(link)))
     return space, tuple(ancestors)
 
 
@@ -201,7 +201,7 @@ class ConfluenceExport(ExportConnector):
         return sorted(items, key=lambda item: item.id)
 
     def _read_page(self, export: Export, member: Member, page_id: str, slug: str | None) -> _Page:
-        fallback = " ".join((slug or page_id).replace("-", " ").split())
+        fallback = clean_title((slug or page_id).replace("-", " "))
         try:
             root = _parse(export.read(member))
         except ItemFailed as exc:
@@ -220,15 +220,16 @@ class ConfluenceExport(ExportConnector):
         salt = (page.title, resolved, self.settings.base_url or "", _RENDERING)
         version = hashlib.sha256("\x1f".join((token, *salt)).encode()).hexdigest()
         return Item(id=page.id, version=version[:32], filename=f"{page.id}.html", title=page.title,
-                    url=self.page_url(page.id), path=page.ancestors, label="/".join((*page.ancestors, page.title)),
+                    url=self.page_url(page.id), path=page.ancestors,
+                    label="/".join((*page.ancestors, folder_name(page.title))),
                     failed=page.error, meta={"member": page.member.name, "page": True})
 
     def _attachment_item(self, member: Member, page: _Page | None, page_id: str, name: str) -> Item:
         file = member.parts[-1]
-        original = page.attachments.get(name, file) if page else file
+        original = folder_name(page.attachments.get(name, file) if page else file)  # a file name: no "/"
         if not PurePosixPath(original).suffix:
             original = f"{original}{PurePosixPath(file).suffix}"
-        path = (*page.ancestors, page.title) if page else ()
+        path = (*page.ancestors, folder_name(page.title)) if page else ()
         return Item(id=f"{page_id}/{file}", version=version_of(member, self.settings.base_url or ""),
                     filename=original, title=original, url=self.attachment_url(page_id, original), path=path,
                     label="/".join((*path, original)), skip=skip_reason(original), meta={"member": member.name})

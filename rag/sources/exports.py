@@ -30,6 +30,7 @@ import hashlib
 import os
 import threading
 import time
+import unicodedata
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -44,6 +45,7 @@ from rag.sources.base import (
 )
 
 _STEP = 1 << 16
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _DIRECTORY_ENTRY_BYTES = 46 + 1024  # a directory entry's fixed part and room for its name and extras
 _CSV_SKIP = "CSV databases are read once the formats issue (32) lands"
 _CODE_SKIP = "code and config files are read once the formats issue (32) lands"
@@ -103,6 +105,20 @@ def skip_reason(filename: str) -> str | None:
     if suffix in _IMAGE_SUFFIXES:
         return "images are not read (no text to index)"
     return f"the {suffix or 'extensionless'} format is not read"
+
+
+def clean_title(title: str) -> str:
+    """A title as the store takes it: white space folded, control and bidirectional-control
+    characters (an untrusted export may hold them) dropped."""
+    kept = "".join(ch for ch in title if unicodedata.category(ch) != "Cc" and ch not in _BIDI_CONTROLS)
+    return " ".join(kept.split())
+
+
+def folder_name(title: str) -> str:
+    """A title as a folder of the path and a part of the label: `/` and `\\` join those parts, so
+    a title's own ("CI/CD") become "-"; "", "." and ".." are no name."""
+    name = clean_title(title).replace("/", "-").replace("\\", "-")
+    return "Untitled" if name in ("", ".", "..") else name
 
 
 def version_of(member: Member, *salt: str) -> str:

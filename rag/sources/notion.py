@@ -34,7 +34,9 @@ from typing import ClassVar
 from urllib.parse import unquote, urlsplit
 
 from rag.sources.base import Item, ItemFailed, SourceConfig, SyncContext
-from rag.sources.exports import Export, ExportConfig, ExportConnector, Member, skip_reason, version_of
+from rag.sources.exports import (
+    Export, ExportConfig, ExportConnector, Member, clean_title, folder_name, skip_reason, version_of,
+)
 
 _RENDERING = "notion-1"  # changes the versions when what `_render` makes of the bytes changes
 # "<Title> <id>" with an optional "_all" (a database's whole table) and suffix; Notion puts one
@@ -58,7 +60,7 @@ def _named(part: str) -> tuple[str, str, str, bool] | None:
     match = _NAMED.match(part)
     if match is None:
         return None
-    title = " ".join(match.group("title").split())  # "": a folder named by an id alone, or an untitled page
+    title = clean_title(match.group("title"))  # "": a folder named by an id alone, or an untitled page
     return title, match.group("id").lower(), (match.group("suffix") or "").lower(), bool(match.group("all"))
 
 
@@ -68,7 +70,7 @@ def _ancestors(folders: tuple[str, ...]) -> list[tuple[str, str]]:
     for folder in folders:
         named = _named(folder)
         if named is not None and not named[2] and named[0]:  # an id-only folder is no level of the tree
-            found.append((named[1], named[0]))
+            found.append((named[1], folder_name(named[0])))
     return found
 
 
@@ -133,21 +135,21 @@ class NotionExport(ExportConnector):
         path = tuple(name for _, name in _ancestors(member.parts[:-1]))
         return Item(id=page_id, version=version_of(member, self.settings.base_url or "", _RENDERING),
                     filename=f"{page_id}.md", title=title, url=self.page_url(page_id), path=path,
-                    label="/".join((*path, title)), meta={"member": member.name, "page": True})
+                    label="/".join((*path, folder_name(title))), meta={"member": member.name, "page": True})
 
     def _table(self, member: Member, title: str, table_id: str) -> Item:
         path = tuple(name for _, name in _ancestors(member.parts[:-1]))
         return Item(id=f"{table_id}.csv", version=version_of(member), filename=f"{table_id}.csv", title=title,
-                    url=self.page_url(table_id), path=path, label="/".join((*path, title)),
+                    url=self.page_url(table_id), path=path, label="/".join((*path, folder_name(title))),
                     skip=skip_reason(f"{table_id}.csv"), meta={"member": member.name})
 
     def _attachment(self, member: Member) -> Item:
         page, below = _trail(member.parts[:-1])
-        path = tuple(name for _, name in _ancestors(member.parts[:-1])) + below
+        path = tuple(name for _, name in _ancestors(member.parts[:-1])) + tuple(map(folder_name, below))
         name = member.parts[-1]
         item_id = f"{page[0]}/{'/'.join((*below, name))}" if page else member.name
-        return Item(id=item_id, version=version_of(member), filename=name, title=name,
-                    url=self.page_url(page[0]) if page else None, path=path, label="/".join((*path, name)),
+        return Item(id=item_id, version=version_of(member), filename=name, title=clean_title(name) or name,
+                    url=self.page_url(page[0]) if page else None, path=path, label="/".join((*path, folder_name(name))),
                     skip=skip_reason(name), meta={"member": member.name})
 
     def _render(self, item: Item, data: bytes) -> bytes:

@@ -162,6 +162,22 @@ def test_confluence_page_is_its_main_content_with_links_back(tmp_path):
     assert "<a>your PIV card</a>" in plain  # no base_url: no address to link to
 
 
+def test_confluence_titles_with_slashes_make_safe_folders(tmp_path):
+    def page(title: str, crumbs: str) -> bytes:
+        return (f'<html><head><title>Ops : {title}</title></head><body><div id="breadcrumb-section"><ol>'
+                f'<li><a href="index.html">Ops</a></li>{crumbs}</ol></div><h1 id="title-heading">'
+                f'<span id="title-text">Ops : {title}</span></h1><div id="main-content"><p>Text.</p></div>'
+                '</body></html>').encode()
+    archive = hostile_zip(tmp_path / "ops.zip", {
+        "OPS/index.html": b"<p>Ops</p>",
+        "OPS/CI-CD_1.html": page("CI/CD", ""),
+        "OPS/Deploy_2.html": page("Deploy\x07 &#x202e;now", '<li><a href="CI-CD_1.html">CI/CD</a></li>'),
+    })
+    items = listing(ConfluenceExport, archive)
+    assert (items["1"].title, items["1"].label) == ("CI/CD", "CI-CD")  # the title is the page's own
+    assert (items["2"].title, items["2"].path, items["2"].label) == ("Deploy now", ("CI-CD",), "CI-CD/Deploy now")
+
+
 def test_confluence_newer_export_updates_the_same_items(tmp_path):
     first = listing(ConfluenceExport, zip_tree(CONFLUENCE, tmp_path / "first.zip"), base_url=WIKI)
     newer = copy_export(CONFLUENCE, tmp_path / "newer")
