@@ -356,7 +356,7 @@ class ExportConnector(Connector):
     (`_render`)."""
 
     Config: ClassVar[type[SourceConfig]] = ExportConfig
-    bounds: ExportBounds | None = None  # None: from the source's limits (ExportBounds.from_limits)
+    bounds: ClassVar[ExportBounds | None] = None  # None: from the source's limits (ExportBounds.from_limits)
 
     def __init__(self, config: SourceConfig, context: SyncContext) -> None:
         super().__init__(config, context)
