@@ -24,7 +24,7 @@ def _private(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return not address.is_global or address.is_multicast
 
 
-def resolve(host: str, port: int, allow_hosts: tuple[str, ...] = (), timeout: float = 10.0) -> list[str]:
+def resolve(host: str, port: int, allow_hosts: tuple[str, ...] = ()) -> list[str]:
     """The addresses to connect to for `host`, each checked; AddressRefused when one is refused
     (every one must pass: an answer mixing a public and a private address is refused)."""
     name = host.strip("[]").rstrip(".").lower()
@@ -38,14 +38,10 @@ def resolve(host: str, port: int, allow_hosts: tuple[str, ...] = (), timeout: fl
     if literal is not None:
         addresses = [str(literal)]
     else:
-        previous = socket.getdefaulttimeout()
-        try:
-            socket.setdefaulttimeout(timeout)
+        try:  # the resolver's own timeouts bound it (resolv.conf); no process-wide setting is touched
             infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
         except (socket.gaierror, OSError):
             raise AddressRefused(f"{host} cannot be resolved") from None
-        finally:
-            socket.setdefaulttimeout(previous)
         addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not allowed:
         for address in addresses:

@@ -100,7 +100,7 @@ class SyncContext:
 
     source_name: str
     workspace: str
-    secret: str | None = None  # the value of the secret the source names, from Settings; never stored
+    secret: str | None = field(default=None, repr=False)  # the secret the source names, from Settings; never stored
     cursor: Mapping[str, Any] = field(default_factory=dict)  # what `cursor()` returned after the last complete sync
     previous: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # item id -> its kept `state`
     limits: FetchLimits = field(default_factory=FetchLimits)

@@ -14,7 +14,7 @@ from rag.api.sse import guarded, sse
 from rag.errors import RagError
 from rag.service.identity.sessions import SIGNED_OUT
 from rag.synthesize.types import Answer, AnswerEvent
-from rag.web.caller import CSRF_REFUSED, Caller, SignInNeeded, templates
+from rag.web.caller import CSRF_REFUSED, Caller, SignInNeeded, original_link, templates
 
 router = APIRouter(include_in_schema=False)
 
@@ -98,7 +98,7 @@ def _stream(events: Iterator[AnswerEvent]) -> Iterator[str]:
 
 def answer_payload(answer: Answer) -> dict[str, Any]:
     """An answer as the page shows it: its text, and each source in citation order with its score,
-    its lanes and a link to each cited excerpt inside its document version."""
+    its lanes, a link to each cited excerpt inside its document version, and the original's URL."""
     return {
         "answer": answer.text, "abstained": answer.abstained,
         "sources": [
@@ -107,6 +107,8 @@ def answer_payload(answer: Answer) -> dict[str, Any]:
                 "source": source.source, "score": round(source.score, 4),
                 "lanes": sorted({lane for hit in source.hits for lane in hit.retrievers}),
                 "link": _excerpt_link(source.hits[0]),
+                # A source's document: where its original lives, and `original` only when it may be a link.
+                "url": source.first.url, "original": original_link(source.first.url),
                 "excerpts": [{"version": hit.version, "char_start": hit.char_start, "char_end": hit.char_end,
                               "heading": " › ".join(hit.heading_path), "link": _excerpt_link(hit)}
                              for hit in source.hits],

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -33,6 +34,28 @@ SECURITY_HEADERS = {
 SIGNIN_COOKIE = "rag_signin"  # the sign-in form's own CSRF value (there is no session yet)
 COOKIE = "rag_session"  # the session's random id: HttpOnly, SameSite=Strict
 CSRF_REFUSED = "the form's CSRF token is missing or wrong; reload the page and try again"
+
+
+def original_link(url: object) -> str | None:
+    """The URL of a document's original when a page may make it a link: http or https with a host,
+    and nothing a browser would read differently from what is checked here (no space, no control
+    character). Anything else (`javascript:`, `file:`, `data:`, a bare path) is shown as text only:
+    the URL came from a source, so it is untrusted."""
+    if not isinstance(url, str) or not url or len(url) > 2000:
+        return None
+    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an invalid IPv6 host, for example
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    return url
+
+
+templates.env.filters["original_link"] = original_link
+
 
 class SignInNeeded(Exception):
     """No session (or its token no longer works): the page sends the browser to sign in."""

@@ -22,7 +22,7 @@ from rag.api.errors import status_of
 from rag.errors import InvalidArgument, RagError
 from rag.service import KnowledgeService, Principal
 from rag.service.identity.sessions import SIGNED_OUT
-from rag.web import asking
+from rag.web import asking, sources
 from rag.web.caller import COOKIE, CSRF_REFUSED, HERE, SIGNIN_COOKIE, Caller, SignInNeeded, page, secure_cookie
 from rag.web.markdown import render
 
@@ -37,6 +37,7 @@ def install(app: Any) -> None:
 
     app.include_router(router)
     app.include_router(asking.router)
+    app.include_router(sources.router)
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="web-static")
 
     @app.exception_handler(SignInNeeded)

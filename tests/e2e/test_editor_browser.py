@@ -21,6 +21,7 @@ from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
 
 from ..support.api_support import LEAVE_QUESTION, LiveServer, build_home
+from ..support.editor import sync_linked_pages
 from ..support.mcp_support import http_session, run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,6 +57,7 @@ class Site:
     def __init__(self, url: str, svc: KnowledgeService, driver: Any) -> None:
         self.url, self.svc, self.driver = url, svc, driver
         self.tokens: dict[str, str] = {}
+        self.cafeteria = Path()
         self.ids: dict[str, str] = {}
         self.step = 0
 
@@ -132,6 +134,7 @@ def site(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReques
             svc.publish_version(admin, inert.node_id, 1)
             with LiveServer(svc) as server:
                 site = Site(server.url, svc, driver)
+                site.cafeteria = root / "cafeteria"
 
                 def token(role: str, **kw: Any) -> str:
                     return svc.create_token("default", role, ["knowledge:write"], kw.get("access"),
@@ -310,3 +313,44 @@ def test_usable_by_keyboard_and_at_320_pixels(site: Site) -> None:
         site.shot("document-at-320px")
     finally:
         site.driver.set_window_size(1280, 1000)
+
+
+def test_sources_page_syncs_now_and_answers_link_to_their_originals(site: Site) -> None:
+    """Last in the module: it adds the knowledge base `mirror`, which the tests above do not expect."""
+    from selenium.webdriver.support.ui import Select
+
+    admin = Principal.local_admin("default")
+    site.svc.add_source(admin, "cafeteria-copy", "folder", {"path": str(site.cafeteria)}, kb_name="mirror")
+    sync_linked_pages(site.svc, "mirror", {
+        "gym": ("https://intranet.example.org/gym?floor=2&wing=b", "# Gym hours\n\nThe staff gym on the second "
+                "floor opens at six in the morning.\n"),
+        "trap": ("javascript:window.__pwned=4", "# Bike shed\n\nThe bike shed behind building C locks at ten at "
+                 "night.\n"),
+    })
+    site.sign_in("admin")
+    site.link("Sources").click()
+    site.css("#sync-cafeteria-copy").click()
+    assert site.css(".flash.ok").text.startswith("syncing cafeteria-copy")
+
+    def synced(driver: Any) -> bool:
+        driver.get(site.url + "/sources")
+        return "ok ·" in driver.find_element("css selector", '[data-source="cafeteria-copy"]').text
+    site.wait(synced, "the sync started with Sync now to end ok")
+    assert site.css('[data-status-of="cafeteria-copy"]').text == "idle"
+    site.shot("sources-after-sync-now")
+
+    def ask(question: str) -> None:
+        site.open("/ask")
+        Select(site.css("#ask-kb")).select_by_visible_text("mirror")
+        site.css("#query").send_keys(question)
+        site.css("#ask").click()
+        site.wait(lambda d: d.find_element("css selector", "#answer").get_attribute("data-done"), question)
+
+    ask("When does the staff gym open?")  # streamed: the script draws the sources
+    link = site.css("#sources a.original")
+    assert link.get_attribute("href") == "https://intranet.example.org/gym?floor=2&wing=b"
+    assert link.get_attribute("rel") == "noopener noreferrer"
+    site.shot("answer-source-links-to-its-original")
+    ask("When does the bike shed lock?")
+    assert "javascript:window.__pwned=4" in site.css("#sources span.original").text
+    assert not site.all("#sources a.original, a[href^='javascript']")

@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
@@ -21,6 +20,7 @@ from rag.settings import Settings
 from rag.store.models import ARCHIVED, DRAFT, PUBLISHED, PUBLISHING, Chunk
 
 from ..support.paths import HANDBOOK, SMALL_SET
+from ..support.transfer import archive_rows, empty_store
 
 V1 = "# Expense policy\n\nMeals are reimbursed up to the platypus allowance of 40 dollars.\n"
 V2 = "# Expense policy\n\nMeals are reimbursed up to the echidna allowance of 55 dollars.\n"
@@ -48,14 +48,6 @@ def key(table, row: dict) -> tuple:
 def chunk_count(svc: KnowledgeService) -> int:
     with svc.db.session() as session:
         return int(session.scalar(select(func.count()).select_from(Chunk)))
-
-
-def archive_rows(path: Path) -> tuple[dict, dict[str, list[dict]]]:
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    by_table: dict[str, list[dict]] = {name: [] for name in TABLES}
-    for record in lines[1:]:
-        by_table[record["table"]].append(record["row"])
-    return lines[0], by_table
 
 
 def vector_top(svc: KnowledgeService, query: str) -> list[tuple]:
@@ -100,9 +92,7 @@ def source(tmp_path_factory) -> dict:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def target(request, tmp_path) -> Settings:
     """An empty store of either deployment to import into."""
-    if request.param == "postgresql":
-        return Settings(home=tmp_path / "target", database_url=request.getfixturevalue("postgres").new_database())
-    return Settings(home=tmp_path / "target")
+    return empty_store(request, tmp_path)
 
 
 def test_the_archive_has_a_header_then_every_row(source):

@@ -4,7 +4,6 @@ tests/e2e/test_editor_browser.py runs the same pages in Chromium."""
 
 from __future__ import annotations
 
-import html
 import re
 from pathlib import Path
 from typing import Iterator
@@ -12,10 +11,10 @@ from typing import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from rag.api import create_app
 from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
 from rag.web.markdown import render
+from tests.support.editor import flashes, page_csrf, sign_in, signed_in
 
 
 class World:
@@ -43,26 +42,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 def client_for(world: World, who: str | None) -> TestClient:
-    client = TestClient(create_app(service=world.svc), follow_redirects=False)
-    client.__enter__()
-    if who is not None:
-        signed = sign_in(client, world.tokens[who])
-        assert signed.status_code == 303, signed.text
-    return client
-
-
-def sign_in(client: TestClient, token: str):
-    form = client.get("/signin")
-    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)
-    return client.post("/signin", data={"token": token, "csrf": csrf})
-
-
-def page_csrf(client: TestClient, path: str = "/") -> str:
-    return re.search(r'name="csrf-token" content="([^"]+)"', client.get(path).text).group(1)
-
-
-def flashes(client: TestClient, path: str) -> list[str]:
-    return [html.unescape(m) for m in re.findall(r'class="flash (?:ok|error)"[^>]*>([^<]*)<', client.get(path).text)]
+    return signed_in(world.svc, world.tokens[who] if who is not None else None)
 
 
 def test_pages_need_a_session_and_the_cookie_is_httponly_strict(world: World) -> None:
@@ -99,6 +79,8 @@ WRITES = [
     ("/documents/{doc}/draft", {"content": "new"}),
     ("/documents/{doc}/versions/1/publish", {}),
     ("/ask", {"query": "leave"}),
+    ("/sources/docs/sync", {}),
+    ("/sources/docs/pause", {}),
     ("/signout", {}),
 ]
 

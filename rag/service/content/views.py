@@ -43,13 +43,20 @@ class NodeInfo(View):
     updated_at: datetime
     published_version: int | None = None
     draft_version: int | None = None
+    url: str | None = None  # where the original lives, for a document a source brought; absent otherwise
 
     @classmethod
     def of(cls, node: Node, published: int | None = None, draft: int | None = None) -> "NodeInfo":
         return cls(
             node.id, node.name, node.kind, node.parent_id, node.kb_id, node.summary, node.meta,
-            node.created_at, node.updated_at, published, draft,
+            node.created_at, node.updated_at, published, draft, node.url,
         )
+
+    def payload(self) -> dict[str, Any]:
+        data = super().payload()
+        if data["url"] is None:
+            del data["url"]  # as in search results: only a source's document has one, so other outputs stay as they were
+        return data
 
 
 @dataclass

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import socket
 import threading
 import uuid
@@ -32,9 +33,9 @@ from sqlalchemy import func, or_, select, update
 from rag.errors import AlreadyExists, Busy, InvalidArgument, NotFound
 from rag.service.checks import name_key, name_problem
 from rag.service.sources.engine import Progress, SyncEngine, SyncReport, Target, iter_limited
-from rag.sources.base import Connector, FetchLimits, SyncContext
+from rag.sources.base import Connector, FetchLimits, SourceUnavailable, SyncContext
 from rag.sources.registry import connector_class, kinds
-from rag.store.models import SOURCE_IDLE, SOURCE_RUNNING, KnowledgeBase, Node, Source, SourceItem, utcnow
+from rag.store.models import DOCUMENT, SOURCE_IDLE, SOURCE_RUNNING, KnowledgeBase, Node, Source, SourceItem, utcnow
 
 if TYPE_CHECKING:
     from rag.service.activity import ActivityLog
@@ -282,16 +283,19 @@ class Sources:
             row = self._row(session, principal, name)
             if row.status == SOURCE_RUNNING and not self._lease_expired(row):
                 raise InvalidArgument(BUSY + "; remove it once the sync ends")
-            root_key = f"source:{row.id}"
+            root_key, workdir = f"source:{row.id}", self.settings.home / "sources" / row.id
             node_ids = list(session.scalars(select(Node.id).where(Node.ingest_root == root_key)))
+            documents = session.scalar(select(func.count()).select_from(Node).where(
+                Node.ingest_root == root_key, Node.kind == DOCUMENT))
             if keep_documents:
                 session.execute(update(Node).where(Node.ingest_root == root_key).values(ingest_root=None))
             session.delete(row)
         if not keep_documents:
             self.engine.edits.remove_nodes(node_ids)
+        shutil.rmtree(workdir, ignore_errors=True)  # what its connector kept (a clone, a cache)
         self.activity.record(principal, "source_remove", name, "ok", {"documents_removed": 0 if keep_documents
-                                                                      else len(node_ids)})
-        return {"name": name, "removed": True, "documents": len(node_ids),
+                                                                      else documents})
+        return {"name": name, "removed": True, "documents": documents,
                 "documents_kept": keep_documents}
 
     # ----- syncing -----
@@ -342,7 +346,7 @@ class Sources:
             with connector:
                 report = self.engine.run(target, connector, beat.wrap(progress), stop, beat.note)
                 cursor = connector.cursor() if report.complete and report.error is None else None
-        except _NotRunnable as exc:
+        except (_NotRunnable, SourceUnavailable) as exc:  # it cannot be listed: said, nothing archived
             report = SyncReport(knowledge_base="", complete=False, error=str(exc))
             cursor = None
         except Exception:

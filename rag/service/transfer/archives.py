@@ -7,7 +7,8 @@ Chunks and vectors are left out: they are derived, and `import_archive` rebuilds
 target's own settings. The original files of versions (`document_originals`: an upload's or an
 ingested PDF's, HTML's or Word file's bytes) travel as base64 in their rows, checked against their
 size and SHA-256 on import; an archive made before originals were kept has no such rows and
-imports as it always did.
+imports as it always did. Sources and their items travel idle and without their secrets
+(rag/service/transfer/sources.py); an archive made before sources has none and imports as before.
 
 `import_archive` reads the archive twice: once to check it whole (JSON, columns, types, the counts
 of its header, every reference inside it) and what the target already holds, then once to load
@@ -19,16 +20,16 @@ the ordinary publisher (the embedding cache makes that fast), and get back their
 What an archive holds:
 - the whole store (no knowledge base or workspace named): every table;
 - a workspace (`workspace`): its knowledge bases and its whole activity history;
-- some knowledge bases of a workspace (`kb_names`): those, and the activity rows about them (a
-  target that is one of their nodes or their name); the workspace's other rows stay behind, so
+- some knowledge bases of a workspace (`kb_names`): those with their sources, and the activity rows
+  about them (a target that is one of their nodes, their name or their sources' names); the workspace's other rows stay behind, so
   that knowledge bases exported one by one do not bring the same row twice.
 Principals, memberships and tokens travel only with the whole store.
 
 Workspaces the target already has are kept (a knowledge base can join a workspace there); anything
 else the target already holds (a knowledge base's id or name in its workspace, a node id or
-knowledge id, a version id, a principal, a token) refuses the import. Activity rows are appended
-after the target's own (their ids shift by the target's largest; an empty target keeps them as
-they were).
+knowledge id, a version id, a source's id or name in its workspace, a principal, a token) refuses
+the import. Activity rows and source items are appended after the target's own (their ids shift by
+the target's largest; an empty target keeps them as they were).
 """
 
 from __future__ import annotations

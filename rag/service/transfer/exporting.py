@@ -18,8 +18,10 @@ from rag.service.checks import name_key
 from rag.service.identity.principal import Principal
 from rag.store.models import (
     KnowledgeBase,
+    Source,
     Workspace,
 )
+from rag.service.transfer.sources import SecretGuard
 
 from rag.service.transfer.rows import (
     BATCH,
@@ -52,6 +54,8 @@ class _Selection:
         self.node_order = _parents_first(session.execute(stmt).all())
         self._node_set = set(self.node_order)
         self._activity_ids: list[int] | None = None
+        if kb_keys:  # activity about the sources of these knowledge bases goes with them too
+            self.kb_keys = kb_keys | {name_key(n) for n in session.scalars(select(Source.name).where(Source.kb_id.in_(kb_ids)))}
 
     def _filtered_activity(self) -> list[int]:
         """Knowledge bases alone: the activity rows about them (their nodes or their names)."""
@@ -81,6 +85,11 @@ class _Selection:
             nodes, versions = TABLES["nodes"], TABLES["document_versions"]
             return (stmt.join(versions, versions.c.id == t.c.version_id).join(nodes, nodes.c.id == versions.c.node_id)
                     .where(nodes.c.kb_id.in_(self.kb_ids)))
+        if table == "sources":
+            return stmt.where(t.c.kb_id.in_(self.kb_ids))
+        if table == "source_items":
+            sources = TABLES["sources"]
+            return stmt.join(sources, sources.c.id == t.c.source_pk).where(sources.c.kb_id.in_(self.kb_ids))
         if table == "activity":
             return stmt.where(t.c.workspace_id == self.workspace)
         return stmt.where(false())  # identities travel with the whole store only
@@ -101,7 +110,14 @@ class _Selection:
             t = TABLES[table]
             stmt = self._statement(table).order_by(*t.primary_key.columns).execution_options(yield_per=batch_of(table))
             for row in self.session.execute(stmt):
-                yield dict(row._mapping)
+                yield self._within(table, dict(row._mapping))
+
+    def _within(self, table: str, row: dict[str, Any]) -> dict[str, Any]:
+        """A source's item whose document was moved to a knowledge base left behind points at no
+        document in the archive, as if that document were gone (the column's ON DELETE SET NULL)."""
+        if table == "source_items" and self.kb_ids is not None and row["node_id"] not in self._node_set:
+            row["node_id"] = None
+        return row
 
     def _by_ids(self, table: str, ids: list) -> Iterator[dict[str, Any]]:
         t = TABLES[table]
@@ -201,10 +217,12 @@ def export_archive(
         total, done = sum(counts.values()), 0
         if progress:
             progress("exporting", 0, total)
+        guard = SecretGuard(svc.settings)
         with _archive_file(target) as stream:
             stream.write(_line(header))
             for table in TABLES:
                 for row in selection.rows(table):
+                    row = guard.outgoing(table, row)
                     stream.write(_line({"table": table, "row": {k: _dump(v) for k, v in row.items()}}))
                     done += 1
                     if progress and done % BATCH == 0:

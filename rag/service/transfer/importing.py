@@ -30,8 +30,11 @@ from rag.store.models import (
     Membership,
     Node,
     PrincipalRecord,
+    Source,
+    SourceItem,
     Workspace,
 )
+from rag.service.transfer.sources import idle
 
 from rag.service.transfer.rows import (
     BATCH,
@@ -67,6 +70,10 @@ class _Contents:
     memberships: list[tuple[str, str]] = field(default_factory=list)
     tokens: list[str] = field(default_factory=list)
     secret_hashes: list[str] = field(default_factory=list)
+    sources: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # id -> (workspace, name key, name)
+    source_names: set[tuple[str, str]] = field(default_factory=set)
+    source_items: set[tuple[str, str]] = field(default_factory=set)  # (source id, item id)
+    source_item_ids: set[int] = field(default_factory=set)
 
 
 class _Archive:
@@ -202,6 +209,31 @@ class _Rows:
             raise Damaged(f"{self.where}: the original file of version id {self.row['version_id']} does not match "
                           "its size and SHA-256: the archive is damaged")
 
+    def sources(self) -> None:
+        """A source fills a knowledge base of its own workspace, under a name no other source of
+        that workspace has."""
+        self.refer("workspace_id", self.c.workspaces, "workspace")
+        self.refer("kb_id", self.c.kbs, "knowledge base")
+        workspace, key, name = self.row["workspace_id"], self.row["name_key"], self.row["name"]
+        if self.c.kbs[self.row["kb_id"]][0] != workspace:
+            raise Damaged(f"{self.where}: source {name!r} of workspace {workspace!r} fills a knowledge base of "
+                          "another workspace")
+        source_id = self.unique(self.c.sources, "source")
+        if (workspace, key) in self.c.source_names:
+            raise Damaged(f"{self.where}: two sources are named {name!r} in workspace {workspace!r}")
+        self.c.sources[source_id] = (workspace, key, name)
+        self.c.source_names.add((workspace, key))
+
+    def source_items(self) -> None:
+        self.refer("source_pk", self.c.sources, "source")
+        if self.row.get("node_id") is not None:
+            self.refer("node_id", self.c.nodes, "node")
+        self.c.source_item_ids.add(self.unique(self.c.source_item_ids, "source item"))
+        item = (self.row["source_pk"], self.row["item_id"])
+        if item in self.c.source_items:
+            raise Damaged(f"{self.where}: item {item[1]!r} of source {self.c.sources[item[0]][2]!r} appears twice")
+        self.c.source_items.add(item)
+
     def principals(self) -> None:
         self.c.principals.add(self.unique(self.c.principals, "principal"))
 
@@ -259,6 +291,8 @@ def _clashes(svc: TransferParts, c: _Contents) -> list[str]:
         say(_present(session, Node.source_id, c.source_ids), "document", "documents")
         say(_present(session, DocumentVersion.id, c.versions), "document version", "document versions",
             lambda version_id: f"id {version_id}")
+        say(_source_clashes(session, c), "source", "sources",
+            lambda source_id: f"{c.sources[source_id][2]!r} of workspace {c.sources[source_id][0]!r}")
         principals = _present(session, PrincipalRecord.id, sorted(c.principals))
         say(principals, "principal", "principals")
         tokens = _present(session, ApiToken.id, c.tokens)
@@ -279,13 +313,24 @@ def _clashes(svc: TransferParts, c: _Contents) -> list[str]:
     return said
 
 
+def _source_clashes(session, c: _Contents) -> list[str]:
+    """The archive's sources whose id, or name in their workspace, the target has already."""
+    if not c.sources:
+        return []
+    taken = session.execute(select(Source.id, Source.workspace_id, Source.name_key).where(
+        Source.workspace_id.in_(sorted({ws for ws, _, _ in c.sources.values()})))).all()
+    ids = {row.id for row in taken} | set(_present(session, Source.id, list(c.sources)))
+    names = {(row.workspace_id, row.name_key) for row in taken}
+    return [sid for sid, (ws, key, _) in c.sources.items() if sid in ids or (ws, key) in names]
+
+
 # ----- import: loading and indexing -----
 
 def import_archive(svc: TransferParts, principal: Principal, path: Path,
                    progress: StageProgress | None = None) -> ImportReport:
     """Load an archive into this store with its ids, then index its published versions again.
     Refused (InvalidArgument, nothing written) when the archive is damaged or of an unknown format,
-    or when the store already holds any of its knowledge bases, nodes, versions or identities."""
+    or when the store already holds any of its knowledge bases, nodes, versions, sources or identities."""
     svc.access.require_local_admin(principal)
     started = time.monotonic()
     archive = _Archive(path)
@@ -316,12 +361,15 @@ def _load(svc: TransferParts, archive: _Archive, contents: _Contents, report: Im
             kept = set(_present(session, Workspace.id, sorted(contents.workspaces)))
             report.workspaces_kept = sorted(kept)
             report.activity_offset = int(session.scalar(select(func.coalesce(func.max(Activity.id), 0))))
-            loading.rows(session, archive, kept, report.activity_offset)
+            # Source items are numbered like activity rows: after the target's own.
+            offsets = {"activity": report.activity_offset,
+                       "source_items": int(session.scalar(select(func.coalesce(func.max(SourceItem.id), 0))))}
+            loading.rows(session, archive, kept, offsets)
             # An archive from before migration 0006 (or 0011) holds API-made tokens acting everywhere.
             make_api_tokens_home_only(session.connection(), contents.tokens)
             _request_jobs(session, loading.published, loading.pending)
             if svc.db.dialect == "postgresql":  # explicit ids: later inserts must start above them
-                for table in ("document_versions", "activity"):
+                for table in ("document_versions", "activity", "source_items"):
                     session.execute(text(
                         f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                         f"COALESCE(MAX(id), 1), MAX(id) IS NOT NULL) FROM {table}"
@@ -346,7 +394,7 @@ class _Loading:
         self.published: dict[int, dict[str, Any]] = {}
         self.pending: list[tuple[int, str]] = []  # (version id, the status a failed publish returns to)
 
-    def rows(self, session, archive: _Archive, kept: set[str], offset: int) -> None:
+    def rows(self, session, archive: _Archive, kept: set[str], offsets: dict[str, int]) -> None:
         batch: list[dict[str, Any]] = []
         batch_table = None
         for table, row, _ in archive.rows():
@@ -355,8 +403,10 @@ class _Loading:
                 self.progress("loading", self.done, self.total)
             if table == "workspaces" and row["id"] in kept:
                 continue
-            if table == "activity":
-                row["id"] += offset
+            if table in offsets:
+                row["id"] += offsets[table]
+            if table == "sources":  # idle, whatever the archive says (rag/service/transfer/sources.py)
+                row = {**idle(row), "lease_owner": None, "lease_until": None, "progress": None}
             if table == "document_versions":
                 self._note_version(row)
             if table != batch_table or len(batch) >= batch_of(table):

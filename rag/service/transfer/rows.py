@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from sqlalchemy import DateTime, Integer, LargeBinary, String, Table
+from sqlalchemy import Boolean, DateTime, Integer, LargeBinary, String, Table
 from sqlalchemy.types import JSON
 
 from rag.errors import InvalidArgument
@@ -26,6 +26,8 @@ from rag.store.models import (
     Membership,
     Node,
     PrincipalRecord,
+    Source,
+    SourceItem,
     Workspace,
 )
 
@@ -45,8 +47,8 @@ FORMAT_VERSION = 1
 # In load order: every reference points to a row of an earlier table (or an earlier node).
 TABLES: dict[str, Table] = {
     model.__table__.name: model.__table__  # type: ignore[attr-defined]
-    for model in (Workspace, KnowledgeBase, Node, DocumentVersion, DocumentOriginal, PrincipalRecord, Membership,
-                  ApiToken, Activity)
+    for model in (Workspace, KnowledgeBase, Node, DocumentVersion, DocumentOriginal, Source, SourceItem,
+                  PrincipalRecord, Membership, ApiToken, Activity)
 }
 BATCH = 500
 # Rows read or inserted at once, where a row can be large: an original file is up to
@@ -141,6 +143,14 @@ def _load_value(table: str, column, value: Any, where: str) -> Any:
             raise Damaged(f"{what} is not a date and time") from None
     if isinstance(kind, LargeBinary):
         return _load_bytes(value, what)
+    return _load_scalar(kind, value, what)
+
+
+def _load_scalar(kind, value: Any, what: str) -> Any:
+    if isinstance(kind, Boolean):  # a source's `paused`
+        if not isinstance(value, bool):
+            raise Damaged(f"{what} is not true or false")
+        return value
     if isinstance(kind, Integer):
         if not isinstance(value, int) or isinstance(value, bool):
             raise Damaged(f"{what} is not an integer")

@@ -93,6 +93,23 @@ function renderAnswer(box, text, sources) {
   box.append(text.slice(at));
 }
 
+// The server says which URLs may be links (`original`: http or https only); any other is text.
+function originalOf(source) {
+  if (!source.original) {
+    const text = document.createElement("span");
+    text.className = "original";
+    text.title = "not an http(s) address, so not a link";
+    text.textContent = source.url;
+    return text;
+  }
+  const link = document.createElement("a");
+  link.href = source.original;
+  link.rel = "noopener noreferrer";
+  link.className = "original";
+  link.textContent = "Open the original";
+  return link;
+}
+
 function renderSources(list, sources) {
   list.textContent = "";
   for (const s of sources) {
@@ -107,7 +124,9 @@ function renderSources(list, sources) {
     const lanes = document.createElement("span");
     lanes.className = "lanes";
     lanes.textContent = s.lanes.join(", ");
-    item.append(a, score, lanes);
+    item.append(a);
+    if (s.url) item.append(" · ", originalOf(s));
+    item.append(score, lanes);
     if (s.excerpts.length > 1) {
       const excerpts = document.createElement("ul");
       s.excerpts.forEach((e, i) => {
