@@ -363,8 +363,6 @@ def test_a_newer_export_synced_again_updates_in_place(synced):
     assert edited["document_id"] == f"notion:default:notes:{LEAVE}" and "two more days" in edited["excerpt"]
 
 
-@pytest.mark.xfail(strict=True, reason="the engine (rag/service/sources/engine.py) does not move or rename a "
-                   "document whose item keeps its id under a new path and an unchanged version (the exports' report, issue 29)")
 def test_a_page_moved_in_a_newer_export_moves_its_document(synced):
     moved = next(hit for hit in synced["moved"] if hit["document_id"] == f"notion:default:notes:{LOGIN}")
     assert moved["source"] == "notion:Logging in"

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
 from rag.ingest.formats import BINARY_PARSERS, UnreadableFile
@@ -208,9 +208,9 @@ class SyncEngine:
         progress("listing", len(items), len(items))
         return items
 
-    def _stored(self, target: Target) -> dict[str, tuple[str, str | None, bool, str]]:
-        """source id -> (node id, its stored version, whether a version is live, its origin) of every
-        document this sync owns."""
+    def _stored(self, target: Target) -> dict[str, tuple[str, str | None, bool, str, str | None, str | None]]:
+        """source id -> (node id, its stored version, whether a version is live, its origin, its label,
+        its url) of every document this sync owns."""
         with self.db.session() as session:
             nodes = session.scalars(select(Node).where(
                 Node.kb_id == target.kb.id, Node.kind == DOCUMENT, Node.ingest_root == target.root_key))
@@ -219,7 +219,8 @@ class SyncEngine:
                 select(DocumentVersion.node_id).join(Node, Node.id == DocumentVersion.node_id).where(
                     Node.kb_id == target.kb.id, Node.ingest_root == target.root_key,
                     DocumentVersion.status.in_((PUBLISHED, PUBLISHING)))))
-            return {sid: (n.id, n.ingest_hash, n.id in live, n.origin) for sid, n in found.items()}
+            return {sid: (n.id, n.ingest_hash, n.id in live, n.origin, n.source_label, n.url)
+                    for sid, n in found.items()}
 
     def _plan(self, target: Target, items: list[Item], stored: dict, report: SyncReport
               ) -> tuple[list[Item], list[tuple[str, Item]]]:
@@ -227,10 +228,11 @@ class SyncEngine:
         exists under the id it had before."""
         to_fetch: list[Item] = []
         moves: list[tuple[str, Item]] = []
+        relinks: list[tuple[str, str | None]] = []
         listed = {target.source_id(item.id) for item in items}
         vanished_by_version: dict[str, str] = {}
         if target.moves:
-            for sid, (_node, version, _live, _origin) in stored.items():
+            for sid, (_node, version, *_rest) in stored.items():
                 if sid not in listed and version:
                     vanished_by_version.setdefault(version, sid)
         for item in items:
@@ -248,12 +250,23 @@ class SyncEngine:
                 if old is not None:
                     moves.append((old, item))
                     known = stored[old]
+            elif known[4] != f"{target.provider}:{label}":
+                moves.append((sid, item))  # the same item elsewhere in the source's hierarchy, or renamed
+            elif known[5] != item.url:
+                relinks.append((known[0], item.url))  # only its link moved (a commit's URL)
             if known is not None and known[1] == version_key(item.version) and known[2]:
                 report.unchanged.append(label)
                 report.kept.add(sid)
                 continue
             to_fetch.append(item)
+        self._relink(relinks)
         return to_fetch, moves
+
+    def _relink(self, relinks: list[tuple[str, str | None]]) -> None:
+        with self.db.session() as session:
+            for node_id, url in relinks:
+                session.execute(update(Node).where(Node.id == node_id).values(url=url)
+                                .execution_options(synchronize_session=False))
 
     @staticmethod
     def _moved_from(target: Target, item: Item, stored: dict, listed: set[str],
@@ -511,9 +524,11 @@ class SyncEngine:
                 node.source_label = f"{target.provider}:{self._label(item)}"
                 node.url = item.url
                 parent_id = self._folder(session, target, target.folder + item.path, folders)
-                if parent_id != node.parent_id:
+                name = " ".join(item.title.split()) if item.title else node.name
+                if parent_id != node.parent_id or not node.name.startswith(name):
                     node.parent_id = parent_id
-                    node.name = tree.unique_name(session, parent_id, node.name, hint=item.filename)
+                    session.flush()  # the node's own old name no longer takes the new place
+                    node.name = tree.unique_name(session, parent_id, name, hint=item.filename)
                     node.name_key = name_key(node.name)
                 if target.source_pk is not None:
                     session.query(SourceItem).filter(
