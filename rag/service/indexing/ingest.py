@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from rag.store.db import Database
     from rag.store.models import KnowledgeBase
 
-# (stage, done, total): stages are "listing" (files), "reading" (files) and "indexing" (chunks).
+# (stage, done, total): stages are "reading" (files) and "indexing" (chunks).
 IngestProgress = Callable[[str, int, int], None]
 IngestReport = SyncReport
 
@@ -120,7 +120,9 @@ class Ingest:
              progress: IngestProgress | None) -> IngestReport:
         target = Target(kb=kb, folder=(), root_key=root_key, provider=connector.provider,
                         id_prefix=f"{connector.provider}:{kb.workspace_id}:{kb.name}:", vanished="remove", moves=False)
-        report = self.engine.run(target, connector, progress or _noop)
+        step = progress or _noop
+        # `rag ingest` reports reading and indexing, as it always has: its listing is the walk itself.
+        report = self.engine.run(target, connector, lambda stage, done, total: stage != "listing" and step(stage, done, total))
         if report.error is not None:
             raise InvalidArgument(report.error)
         return report
