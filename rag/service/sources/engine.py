@@ -537,11 +537,16 @@ class SyncEngine:
                 report.moved.append(self._label(item))
 
     def _vanished(self, target: Target, seen: set[str], report: SyncReport) -> None:
+        """What the listing no longer holds leaves search; an archived document stays owned by the
+        sync (so removing the source with its documents takes it too) but is not archived twice."""
         with self.db.session() as session:
-            gone = [(node.id, node.source_label or node.source_id or node.id, node.source_id) for node in session.scalars(
-                select(Node).where(Node.kb_id == target.kb.id, Node.kind == DOCUMENT,
-                                   Node.ingest_root == target.root_key, Node.origin == ORIGIN_INGEST))
-                    if node.source_id not in seen]
+            owned = select(Node).where(Node.kb_id == target.kb.id, Node.kind == DOCUMENT,
+                                       Node.ingest_root == target.root_key, Node.origin == ORIGIN_INGEST)
+            if target.vanished != "remove":
+                owned = owned.where(Node.id.in_(select(DocumentVersion.node_id).where(
+                    DocumentVersion.status.in_((PUBLISHED, PUBLISHING)))))
+            gone = [(node.id, node.source_label or node.source_id or node.id, node.source_id)
+                    for node in session.scalars(owned) if node.source_id not in seen]
             if target.source_pk is not None and gone:
                 item_ids = [sid.removeprefix(target.id_prefix) for _, _, sid in gone if sid]
                 for i in range(0, len(item_ids), 500):
@@ -552,17 +557,9 @@ class SyncEngine:
         report.removed.extend(label.split(":", 1)[-1] for _, label, _ in gone)
         if target.vanished == "remove":
             self.edits.remove_nodes(node_ids)
-        else:
+        else:  # an item that comes back is stored again (it has no live version), even with the same content
             self.publisher.unpublish_nodes(node_ids)
-            self._forget_versions(node_ids)
         self._drop_empty_folders(target, seen)
-
-    def _forget_versions(self, node_ids: list[str]) -> None:
-        """An archived item that comes back is stored again, even with the same content."""
-        with self.db.session() as session:
-            for i in range(0, len(node_ids), 500):
-                session.query(Node).filter(Node.id.in_(node_ids[i:i + 500])).update(
-                    {"ingest_root": None}, synchronize_session=False)
 
     def _drop_empty_folders(self, target: Target, seen: set[str]) -> None:
         """Folders this sync made that hold nothing any more."""

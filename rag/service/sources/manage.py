@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from pydantic import ValidationError
 from sqlalchemy import func, or_, select, update
 
-from rag.errors import AlreadyExists, Busy, InvalidArgument, NotFound
+from rag.errors import AlreadyExists, Busy, InvalidArgument, NotFound, RagError
 from rag.service.checks import name_key, name_problem
 from rag.service.sources.engine import Progress, SyncEngine, SyncReport, Target, iter_limited
 from rag.sources.base import Connector, FetchLimits, SourceUnavailable, SyncContext
@@ -348,6 +348,10 @@ class Sources:
                 cursor = connector.cursor() if report.complete and report.error is None else None
         except (_NotRunnable, SourceUnavailable) as exc:  # it cannot be listed: said, nothing archived
             report = SyncReport(knowledge_base="", complete=False, error=str(exc))
+            cursor = None
+        except RagError as exc:  # a backend down while publishing: what was stored is published next time
+            log.warning("the sync of source %s stopped: %s", source_pk, exc.message)
+            report = SyncReport(knowledge_base="", complete=False, error=exc.message)
             cursor = None
         except Exception:
             log.exception("the sync of source %s failed", source_pk)
