@@ -49,6 +49,7 @@ from rag.service.indexing.publish import Publisher
 from rag.service.indexing.publish_queue import PublishQueue, PublishWorker
 from rag.service.content.review import Review
 from rag.service.query.search import Search
+from rag.service.sources.engine import SyncEngine
 from rag.service.sources.manage import Sources
 from rag.service.identity.sessions import EditorSessions
 from rag.service.identity.tokens import Tokens
@@ -129,8 +130,12 @@ class KnowledgeService:
         self.kb_search = KnowledgeBaseSearches(db, self.access, self.activity_log, engines)
         self.answers = Answers(settings, self.access, self.activity_log, engines)
         self.tokens = Tokens(db, settings, self.access, self.activity_log)
-        self.ingest = Ingest(db, settings, self.access, self.activity_log, self.catalog, self.edits, self.publisher)
-        self.sources = Sources(db, settings, self.access, self.activity_log, self.catalog, self.edits, self.publisher)
+        s = settings.sources  # one sync engine: `rag ingest` runs the folder connector on it, sources theirs
+        self.sync_engine = SyncEngine(db, self.edits, self.publisher, concurrency=s.concurrency, batch=s.batch,
+                                      attempts=s.attempts, backoff_seconds=s.backoff_seconds,
+                                      item_timeout_seconds=s.item_timeout_seconds)
+        self.ingest = Ingest(settings, self.access, self.activity_log, self.catalog, self.sync_engine)
+        self.sources = Sources(db, settings, self.access, self.activity_log, self.catalog, self.sync_engine)
         self.transfer = Transfer(db, settings, self.access, self.activity_log, engines, self.publisher)
         self.originals = Originals(db, settings, self.access, self.activity_log, self.edits)
         self.review = Review(db, self.access, self.activity_log)

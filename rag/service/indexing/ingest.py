@@ -27,11 +27,8 @@ from rag.sources.folder import FolderConfig, FolderConnector
 if TYPE_CHECKING:
     from rag.service.activity import ActivityLog
     from rag.service.content.catalog import Catalog
-    from rag.service.content.edits import NodeEdits
     from rag.service.identity.access import Access
-    from rag.service.indexing.publish import Publisher
     from rag.settings import Settings
-    from rag.store.db import Database
     from rag.store.models import KnowledgeBase
 
 # (stage, done, total): stages are "reading" (files) and "indexing" (chunks).
@@ -76,16 +73,13 @@ class _Records(Connector):
 class Ingest:
     """The ingestion part of the service: what the runs need, given once."""
 
-    def __init__(self, db: Database, settings: Settings, access: Access, activity: ActivityLog, catalog: Catalog,
-                 edits: NodeEdits, publisher: Publisher) -> None:
-        self.db = db
+    def __init__(self, settings: Settings, access: Access, activity: ActivityLog, catalog: Catalog,
+                 engine: SyncEngine) -> None:
         self.settings = settings
         self.access = access
         self.activity = activity
         self.catalog = catalog
-        s = settings.sources
-        self.engine = SyncEngine(db, edits, publisher, concurrency=s.concurrency, batch=s.batch, attempts=1,
-                                 backoff_seconds=0, item_timeout_seconds=s.item_timeout_seconds)
+        self.engine = engine
 
     def ingest_directory(self, principal: Principal, path: str | os.PathLike, kb_name: str | None = None,
                          progress: IngestProgress | None = None) -> IngestReport:

@@ -40,10 +40,8 @@ from rag.store.models import DOCUMENT, SOURCE_IDLE, SOURCE_RUNNING, KnowledgeBas
 if TYPE_CHECKING:
     from rag.service.activity import ActivityLog
     from rag.service.content.catalog import Catalog
-    from rag.service.content.edits import NodeEdits
     from rag.service.identity.access import Access
     from rag.service.identity.principal import Principal
-    from rag.service.indexing.publish import Publisher
     from rag.settings import Settings
     from rag.store.db import Database
 
@@ -117,18 +115,15 @@ class SourceInfo:
 
 class Sources:
     def __init__(self, db: Database, settings: Settings, access: Access, activity: ActivityLog, catalog: Catalog,
-                 edits: NodeEdits, publisher: Publisher) -> None:
+                 engine: SyncEngine) -> None:
         self.db = db
         self.settings = settings
         self.access = access
         self.activity = activity
         self.catalog = catalog
+        self.engine = engine
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.stopping = threading.Event()  # set when the service closes: background syncs end after their item
-        s = settings.sources
-        self.engine = SyncEngine(db, edits, publisher, concurrency=s.concurrency, batch=s.batch,
-                                 attempts=s.attempts, backoff_seconds=s.backoff_seconds,
-                                 item_timeout_seconds=s.item_timeout_seconds)
 
     # ----- who may -----
 
