@@ -57,6 +57,7 @@ MEDIA_TYPES = {
     ".pdf": "application/pdf",
     ".html": "text/html",
     ".htm": "text/html",
+    ".webpage": "text/html",  # a crawled page (rag/sources/website.py), served as the HTML it was
     ".xhtml": "application/xhtml+xml",
     ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     ".md": "text/markdown",
