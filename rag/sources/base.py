@@ -11,6 +11,7 @@ secret and never puts one in an error's message.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Mapping
@@ -61,6 +62,29 @@ class Fetched:
     version: str | None = None  # the version the fetch saw, when it differs from the listing's
     parsed: ParsedDocument | None = None
     url: str | None = None  # where it was finally found (after redirects), when not the item's
+
+
+class BodyTooLarge(Exception):
+    """A body past its bound (`read_bounded`)."""
+
+
+class BodyTooSlow(Exception):
+    """A body not read by its deadline (`read_bounded`)."""
+
+
+def read_bounded(chunks: Iterable[bytes], limit: int, deadline: float) -> bytes:
+    """A body from its chunks, stopped one chunk past `limit` bytes (a server may send more than it
+    said) and at `deadline` (time.monotonic()): BodyTooLarge, BodyTooSlow."""
+    kept: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge()
+        if time.monotonic() > deadline:
+            raise BodyTooSlow()
+        kept.append(chunk)
+    return b"".join(kept)
 
 
 class NotModified(Exception):

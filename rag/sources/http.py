@@ -36,6 +36,7 @@ import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from rag.sources.addresses import AddressRefused, resolve
+from rag.sources.base import BodyTooLarge, BodyTooSlow, read_bounded
 
 MAX_REDIRECTS = 5
 _REDIRECTS = {301, 302, 303, 307, 308}
@@ -195,16 +196,13 @@ class HttpFetcher:
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise FetchFailed(f"larger than this source reads ({int(declared)} bytes, the bound is {limit})")
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in answer.iter_bytes(_CHUNK):
-            size += len(chunk)
-            if size > limit:
-                raise FetchFailed(f"larger than this source reads (past {limit} bytes)")
-            if time.monotonic() > deadline:
-                raise FetchFailed(f"not read within {self.bounds.total_seconds:g} seconds")
-            chunks.append(chunk)
-        return Response(url, status, headers, b"".join(chunks))
+        try:
+            body = read_bounded(answer.iter_bytes(_CHUNK), limit, deadline)
+        except BodyTooLarge:
+            raise FetchFailed(f"larger than this source reads (past {limit} bytes)") from None
+        except BodyTooSlow:
+            raise FetchFailed(f"not read within {self.bounds.total_seconds:g} seconds") from None
+        return Response(url, status, headers, body)
 
     def _client(self, scheme: str, host: str) -> httpx.Client:
         key = (scheme, host)

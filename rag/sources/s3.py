@@ -49,6 +49,8 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_afte
 from rag.ingest.formats import supported_suffixes
 from rag.sources.addresses import AddressRefused, resolve
 from rag.sources.base import (
+    BodyTooLarge,
+    BodyTooSlow,
     Connector,
     Fetched,
     Item,
@@ -57,6 +59,7 @@ from rag.sources.base import (
     SourceConfig,
     SourceUnavailable,
     SyncContext,
+    read_bounded,
 )
 
 T = TypeVar("T")
@@ -487,18 +490,13 @@ class S3Connector(Connector):
     def _read(self, body: Any, item: Item, deadline: float) -> bytes:
         """The body, in chunks, stopping one chunk past max_bytes (a server may send more than it said)
         and at the item's deadline."""
-        limit, chunks, total = self.context.limits.max_bytes, [], 0
-        for _ in range(limit + 2):  # each chunk but the last holds a byte at least
-            chunk = body.read(_CHUNK)
-            if not chunk:
-                return b"".join(chunks)
-            total += len(chunk)
-            if total > limit:
-                raise ItemFailed(f"{item.id} is larger than the bound of {_size(limit)} for one item")
-            if time.monotonic() > deadline:
-                raise ItemFailed(f"{item.id} took longer than {self.context.limits.total_seconds:g} s to read")
-            chunks.append(chunk)
-        raise ItemFailed(f"{item.id} is larger than the bound of {_size(limit)} for one item")
+        limit = self.context.limits.max_bytes
+        try:
+            return read_bounded(iter(lambda: body.read(_CHUNK), b""), limit, deadline)
+        except BodyTooLarge:
+            raise ItemFailed(f"{item.id} is larger than the bound of {_size(limit)} for one item") from None
+        except BodyTooSlow:
+            raise ItemFailed(f"{item.id} took longer than {self.context.limits.total_seconds:g} s to read") from None
 
     def _fetch_failure(self, item: Item, exc: Exception) -> Exception:
         if _status(exc) == 304:
