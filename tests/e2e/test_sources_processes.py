@@ -1,6 +1,6 @@
 """Syncs of sources as processes (issue 29), without a server: `rag source sync` killed with
 kill -9 in the middle resumes once its lease runs out, storing nothing twice (a folder, a Git
-repository, a website); and two `rag source sync` of one source started at once against one
+repository, a website, an S3 bucket); and two `rag source sync` of one source started at once against one
 PostgreSQL store (and a Chroma server): one syncs, the other is refused, every document exists once.
 
 The store is watched by reading it, not by sleeping: the SQLite file opened read-only (the CLI
@@ -18,6 +18,7 @@ import pytest
 
 from ..support.gitrepo import GitRepo
 from ..support.processes import wait_until
+from ..support.s3server import S3Server, s3_server
 from ..support.site_server import SiteServer, build_site
 from ..support.sources_e2e import handbook_pages, query, rag_cli, rag_env, rag_popen
 
@@ -44,6 +45,24 @@ def _website(site: SiteServer) -> Callable[[Path], tuple[dict, int]]:
         return {"start_urls": [site.url("/docs/index.html")], "include_files": False,
                 "allow_hosts": ["127.0.0.1"]}, len(pages)
     return config
+
+
+def _s3(server: S3Server) -> Callable[[Path], tuple[dict, int]]:
+    def config(root: Path) -> tuple[dict, int]:
+        pages = handbook_pages(root / "pages", PAGES)
+        client = server.client()
+        client.create_bucket(Bucket="handbook")
+        for page in sorted(pages.rglob("*.md")):
+            client.put_object(Bucket="handbook", Key=page.relative_to(pages).as_posix(), Body=page.read_bytes(),
+                              ACL="public-read")
+        return {"bucket": "handbook", "endpoint_url": server.url, "allow_hosts": ["127.0.0.1"]}, PAGES
+    return config
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with s3_server(auth=False) as server:  # a public bucket, read unsigned: no secret to pass
+        yield server
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +95,10 @@ def _documents(db: Path, source_pk: str) -> list[tuple]:
         WHERE n.kind = 'document' AND n.ingest_root = ? GROUP BY n.id, n.source_id""", f"source:{source_pk}")
 
 
-@pytest.mark.parametrize("kind", ["folder", "git", "website"])
+@pytest.mark.parametrize("kind", ["folder", "git", "website", "s3"])
 def test_a_sync_killed_with_kill_9_resumes_without_duplicates(kind, tmp_path, request):
-    make = {"folder": _folder, "git": _git}.get(kind) or _website(request.getfixturevalue("site"))
+    servers = {"website": lambda: _website(request.getfixturevalue("site")), "s3": lambda: _s3(request.getfixturevalue("s3"))}
+    make = {"folder": _folder, "git": _git}.get(kind) or servers[kind]()
     config, expected = make(tmp_path)
     home = tmp_path / "home"
     added = rag_cli(home, "source", "add", "killed", "--kind", kind, "--config", json.dumps(config),
@@ -92,8 +112,8 @@ def test_a_sync_killed_with_kill_9_resumes_without_duplicates(kind, tmp_path, re
         wait_until(lambda: first.poll() is not None or _stored(db, source_pk) > 0, 300, "the first stored batch")
     finally:
         first.send_signal(signal.SIGKILL)
-        first.communicate(timeout=60)
-    assert first.returncode == -signal.SIGKILL, "the sync ended before it was killed"
+        said = first.communicate(timeout=60)
+    assert first.returncode == -signal.SIGKILL, f"the sync ended before it was killed: {said[0]}{said[1][-2000:]}"
     kept = _stored(db, source_pk)
     assert 0 < kept < expected, f"{kept} of {expected} items stored when killed"
     assert query(db, "SELECT status FROM sources WHERE id = ?", source_pk)[0][0] == "running"  # as the kill left it
