@@ -20,7 +20,7 @@ from ..support.gitrepo import GitRepo
 from ..support.processes import wait_until
 from ..support.s3server import S3Server, s3_server
 from ..support.site_server import SiteServer, build_site
-from ..support.sources_e2e import handbook_pages, query, rag_cli, rag_env, rag_popen
+from ..support.sources_e2e import handbook_pages, query, rag_cli, rag_env, rag_popen, rag_serve
 
 PAGES = 60
 BUSY = "a sync of this source is running already"
@@ -167,3 +167,28 @@ def test_two_syncs_of_one_source_at_once_on_postgresql_one_runs(postgres, chroma
     documents = _pg_documents(database_url, "shared")
     assert len(documents) == PAGES == len({d[0] for d in documents})
     assert all(published == 1 for _, _, published in documents), documents
+
+
+def test_rag_serve_stopped_during_a_sync_ends_it_as_stopped_and_the_next_sync_resumes(tmp_path):
+    home = tmp_path / "home"
+    pages = handbook_pages(tmp_path / "pages", PAGES)
+    with rag_serve(home, **KILLED) as served, served.client() as http:
+        made = http.post("/v1/sources", json={"name": "stopped", "kind": "folder", "config": {"path": str(pages)}})
+        assert made.status_code == 201, made.text
+        assert http.post("/v1/sources/stopped/sync").status_code == 202
+        db = home / "rag.db"
+        source_pk = _source_pk(db, "stopped")
+        wait_until(lambda: _stored(db, source_pk) > 0 or served.source("stopped")["status"] == "idle", 300,
+                   "the first stored batch")
+        served.server.send_signal(signal.SIGINT)
+        _, err = served.server.communicate(timeout=120)
+    assert served.server.returncode == 0 and "Traceback" not in err, err[-3000:]
+    kept = _stored(db, source_pk)
+    assert 0 < kept < PAGES, f"{kept} of {PAGES} items stored when stopped"
+    status, outcome, lease = query(db, "SELECT status, last_outcome, lease_until FROM sources WHERE id = ?",
+                                   source_pk)[0]
+    assert (status, outcome, lease) == ("idle", "stopped", None)  # it ended, it was not cut off
+    again = rag_cli(home, "source", "sync", "stopped", "--json")
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert (report["unchanged"], report["added"], report["removed"]) == (kept, PAGES - kept, 0), report

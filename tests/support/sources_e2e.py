@@ -69,13 +69,11 @@ class Served:
         assert got.status_code == 200, got.text
         return got.json()
 
-    def synced(self, name: str, after: str | None = None, timeout: float = 300) -> dict[str, Any]:
-        """The source once a sync of it finished (one that finished after `after`, an ISO time)."""
+    def synced(self, name: str, timeout: float = 300) -> dict[str, Any]:
+        """The source once it is idle after a sync."""
         def done() -> dict[str, Any] | None:
             state = self.source(name)
-            last = state["last_sync"]["finished_at"]
-            fresh = last is not None and (after is None or last > after)
-            return state if fresh and state["status"] == "idle" else None
+            return state if state["last_sync"]["finished_at"] and state["status"] == "idle" else None
         return wait_until(done, timeout, f"a finished sync of {name}")
 
 
