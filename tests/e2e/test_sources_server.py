@@ -191,6 +191,12 @@ def test_the_cli_relays_source_sync_and_list_to_the_running_server(served):
     relayed = next(s for s in json.loads(listed.stdout) if s["name"] == "relayed")
     assert relayed["items"] == 3 and relayed["last_sync"]["outcome"] == "ok"
     assert served.source("relayed")["last_sync"]["finished_at"] == relayed["last_sync"]["finished_at"]
+    gone = served.home.parent / "gone"
+    assert _add(served, {"name": "gone", "kind": "folder", "config": {"path": str(gone)}}).status_code == 201
+    failed = rag_cli(served.home, "source", "sync", "gone")  # a source that cannot be listed: said, exit 1
+    assert failed.returncode == 1 and failed.stdout.startswith("added=0"), (failed.stdout, failed.stderr)
+    assert str(gone) in failed.stderr and "Traceback" not in failed.stderr, failed.stderr
+    assert served.source("gone")["last_sync"]["outcome"] == "failed"
 
 
 def test_an_answer_about_a_page_of_a_website_source_cites_its_url(served, site):
