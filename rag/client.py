@@ -39,8 +39,10 @@ def call(url: str, secret: str, operation: str, arguments: dict[str, Any], *,
             if not line.strip():
                 continue
             event = json.loads(line)
-            if "error" in event:
-                raise ServerError(event["error"], int(event.get("exit", 1)))
+            # The failure event is {"error", "exit"} (rag/api/routes/local.py); a command's own
+            # result may hold an "error" field too (a sync's report, often None), which is no failure.
+            if "exit" in event and "error" in event:
+                raise ServerError(event["error"], int(event["exit"]))
             yield event
     finally:
         response.close()

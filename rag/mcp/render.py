@@ -3,9 +3,9 @@ rag/render.py (the same text blocks `rag search` and `rag ask` print).
 
 The document fixes the structured output as `{"results", "truncated"}` and `{"answer",
 "sources"}`, each source with source_id, document_id, title, score and source (and `page` for a
-PDF's excerpt: issue 18's page-level citations, absent otherwise); the shared payloads
-carry more for the CLI and the HTTP API (the query, cited spans, the synthesizer), which is left
-out here so the tool says exactly what its document says.
+PDF's excerpt: issue 18's page-level citations; `url` for a document a source brought, issue 29;
+each absent otherwise); the shared payloads carry more for the CLI and the HTTP API (the query,
+cited spans, the synthesizer), which is left out here so the tool says exactly what its document says.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rag.retrieve.types import Hit
     from rag.synthesize.types import Answer
 
-SOURCE_FIELDS = ("source_id", "document_id", "title", "score", "source", "page")
+SOURCE_FIELDS = ("source_id", "document_id", "title", "score", "source", "page", "url")
 
 
 def search_knowledge_output(query: str, hits: list[Hit], excerpt_chars: int) -> Output:

@@ -259,8 +259,8 @@ class KnowledgeService:
         if scheduler is not None:  # a sync in progress ends after the item at hand
             scheduler.stop()
         sources = self.__dict__.get("sources")
-        if sources is not None:
-            sources.stopping.set()
+        if sources is not None:  # syncs started over HTTP end after their item, before the store closes
+            sources.close()
         worker = self.__dict__.get("publish_worker")
         if worker is not None:
             worker.close()

@@ -22,6 +22,7 @@ import re
 import shutil
 import socket
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -124,6 +125,8 @@ class Sources:
         self.engine = engine
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.stopping = threading.Event()  # set when the service closes: background syncs end after their item
+        self._background: set[threading.Thread] = set()  # the syncs start_sync runs, waited for by close()
+        self._background_lock = threading.Lock()
 
     # ----- who may -----
 
@@ -316,11 +319,30 @@ class Sources:
             raise Busy(BUSY)
 
         def work() -> None:
-            report = self._run_leased(source_pk, None, self.stopping)
-            self.activity.record(principal, "source_sync", name, report.outcome, report.summary())
+            try:
+                report = self._run_leased(source_pk, None, self.stopping)
+                self.activity.record(principal, "source_sync", name, report.outcome, report.summary())
+            finally:
+                with self._background_lock:
+                    self._background.discard(thread)
 
-        threading.Thread(target=work, name=f"rag-sync-{source_pk}", daemon=True).start()
+        thread = threading.Thread(target=work, name=f"rag-sync-{source_pk}", daemon=True)
+        with self._background_lock:
+            self._background.add(thread)
+        thread.start()
         return self.show(principal, name)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the background syncs and wait for them (bounded): each ends after the item at hand
+        and writes its end (outcome `stopped`, the lease let go) while the store is still open. A
+        daemon thread left running would die with the process, leaving the source `running` under
+        a lease the next sync must wait out."""
+        self.stopping.set()
+        deadline = time.monotonic() + timeout
+        with self._background_lock:
+            running = list(self._background)
+        for thread in running:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def run(self, source_pk: str, progress: Progress | None = None, stop: threading.Event | None = None
             ) -> SyncReport:
