@@ -184,7 +184,7 @@ def test_rag_ingest_killed_mid_run_then_run_again_publishes_every_file_once(tmp_
     ingest = [sys.executable, "-m", "rag.cli", "ingest", str(pages), "--json"]
     first = subprocess.Popen(ingest, env=rag_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        def indexing() -> bool:  # the files are in the store, their publishing has begun
+        def indexing() -> bool:  # a first batch of files is in the store, its publishing has begun
             assert first.poll() is None, f"the ingest ended before it was killed: {first.communicate()}"
             try:
                 return statuses(home / "rag.db").get("publishing", 0) > 0
@@ -196,7 +196,8 @@ def test_rag_ingest_killed_mid_run_then_run_again_publishes_every_file_once(tmp_
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=30)
     at_kill = statuses(home / "rag.db")
-    assert at_kill.get("publishing", 0) > 0 and sum(at_kill.values()) == files, at_kill
+    # Files are stored a batch at a time (RAG_SOURCES__BATCH), each batch published before the next.
+    assert at_kill.get("publishing", 0) > 0 and sum(at_kill.values()) <= files, at_kill
 
     again = subprocess.run(ingest, env=rag_env(home), capture_output=True, text=True, timeout=600, check=False)
     assert again.returncode == 0, again.stderr  # the lock went with the killed process
