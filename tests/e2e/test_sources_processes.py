@@ -1,6 +1,6 @@
 """Syncs of sources as processes (issue 29), without a server: `rag source sync` killed with
 kill -9 in the middle resumes once its lease runs out, storing nothing twice (a folder, a Git
-repository, a website, an S3 bucket); and two `rag source sync` of one source started at once against one
+repository, a website, an S3 bucket, a Notion and a Confluence export); and two `rag source sync` of one source started at once against one
 PostgreSQL store (and a Chroma server): one syncs, the other is refused, every document exists once.
 
 The store is watched by reading it, not by sleeping: the SQLite file opened read-only (the CLI
@@ -16,6 +16,7 @@ from typing import Callable
 
 import pytest
 
+from ..support.exports import CONFLUENCE, NOTION, zip_tree
 from ..support.gitrepo import GitRepo
 from ..support.processes import wait_until
 from ..support.s3server import S3Server, s3_server
@@ -37,6 +38,14 @@ def _git(root: Path) -> tuple[dict, int]:
     repo.commit("the handbook")
     repo.push()
     return {"repository": str(repo.bare), "branch": "main"}, PAGES
+
+
+def _notion(root: Path) -> tuple[dict, int]:
+    return {"path": str(zip_tree(NOTION, root / "notion.zip"))}, 8  # its pages and one attachment
+
+
+def _confluence(root: Path) -> tuple[dict, int]:
+    return {"path": str(zip_tree(CONFLUENCE, root / "space.zip")), "base_url": "https://wiki.example.org/wiki"}, 7
 
 
 def _website(site: SiteServer) -> Callable[[Path], tuple[dict, int]]:
@@ -95,10 +104,10 @@ def _documents(db: Path, source_pk: str) -> list[tuple]:
         WHERE n.kind = 'document' AND n.ingest_root = ? GROUP BY n.id, n.source_id""", f"source:{source_pk}")
 
 
-@pytest.mark.parametrize("kind", ["folder", "git", "website", "s3"])
+@pytest.mark.parametrize("kind", ["folder", "git", "website", "s3", "notion", "confluence"])
 def test_a_sync_killed_with_kill_9_resumes_without_duplicates(kind, tmp_path, request):
     servers = {"website": lambda: _website(request.getfixturevalue("site")), "s3": lambda: _s3(request.getfixturevalue("s3"))}
-    make = {"folder": _folder, "git": _git}.get(kind) or servers[kind]()
+    make = {"folder": _folder, "git": _git, "notion": _notion, "confluence": _confluence}.get(kind) or servers[kind]()
     config, expected = make(tmp_path)
     home = tmp_path / "home"
     added = rag_cli(home, "source", "add", "killed", "--kind", kind, "--config", json.dumps(config),
