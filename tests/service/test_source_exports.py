@@ -332,6 +332,7 @@ def synced(tmp_path_factory) -> dict:
              "wiki": _json(rag(home, "source", "sync", "wiki", "--json"))}
     steps["piv"] = _hits(home, "PIV card badge appointment identification")
     steps["leave"] = _hits(home, "Leave types annual leave")
+    steps["asked"] = _json(rag(home, "ask", "On which day does GSA process new badges?", "--kb", "team", "--json"))
     newer = copy_export(NOTION, root / "newer")
     newer_notion(newer)
     zip_tree(newer, notion.with_name("next.zip")).replace(notion)
@@ -353,6 +354,12 @@ def test_rag_source_sync_brings_both_exports_with_labels_and_urls(synced):
     assert leave["document_id"] == "confluence:default:wiki:10006"
     assert leave["source"] == "confluence:Handbook/Travel/Leave types"
     assert leave["url"] == f"{WIKI}/pages/viewpage.action?pageId=10006"
+    asked = synced["asked"]  # an answer from the export cites the page, with the link back to Notion
+    assert not asked["abstained"] and "Wednesday" in asked["answer"]
+    links = {f"notion:default:notes:{PIV}": f"https://www.notion.so/{PIV}",  # both exports hold the page
+             "confluence:default:wiki:10004": f"{WIKI}/pages/viewpage.action?pageId=10004"}
+    first = asked["sources"][0]
+    assert links.get(first["source_id"]) == first["url"], first
 
 
 def test_a_newer_export_synced_again_updates_in_place(synced):

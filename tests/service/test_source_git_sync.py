@@ -81,3 +81,9 @@ def test_a_commit_touching_three_files_gives_three_new_versions(tmp_path: Path):
 
     third = synced(home)  # nothing changed: nothing fetched
     assert (third["updated"], third["added"], third["unchanged"]) == (0, 0, 5)
+
+    asked = rag(home, "ask", "What is the uvx alias for?", "--kb", "uv", "--json")
+    assert asked.returncode == 0, asked.stderr
+    answer = json.loads(asked.stdout)  # an answer from the repository cites the file at its forge URL
+    cited = {source["source_id"]: source.get("url") for source in answer["sources"]}
+    assert cited.get("git:default:uv-docs:guides/tools-explained.md") == moved[2], answer

@@ -285,6 +285,11 @@ def test_rag_source_syncs_a_bucket_end_to_end(s3, tmp_path):
     assert top["url"] == f"{s3.url}/{name}/uv/guides/tools.md"
     assert top["source_id"] == "s3:default:uv-docs:uv/guides/tools.md"
     assert top["source"] == f"s3:{name}/uv/guides/tools.md"
+    asked = rag_env(home, env, "ask", "What linter does the uv tool command run?", "--kb", "uv", "--json")
+    assert asked.returncode == 0, asked.stderr
+    answer = json.loads(asked.stdout)  # the answer cites the object, with its URL back
+    assert not answer["abstained"] and "ferret" in answer["answer"]
+    assert answer["sources"][0]["url"] == f"{s3.url}/{name}/uv/guides/tools.md"
 
     third = sync(home, env)
     assert (third["added"], third["updated"], third["removed"], third["unchanged"]) == (0, 0, 0, 3)
