@@ -176,6 +176,7 @@ class _Slot:
         self.conn: Connection | None = None
         self.jobs = 0
         self.peak_mib = 0.0  # the last file's worker's memory high-water mark
+        self.lock = threading.Lock()
 
     def start(self) -> None:
         ours, theirs = socket.socketpair()
@@ -225,14 +226,18 @@ class _Slot:
             time.sleep(0.01)
 
     def kill(self) -> None:
-        process, conn = self.process, self.conn
-        if process is not None and process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            self.reap()
-        self.process = self.conn = None
-        if conn is not None:
-            conn.close()
+        """Kill the worker and close its connection. Its driving thread and the pool's close() may
+        both call this: under the lock the second finds it done, so the connection is closed once (a
+        second close of the same descriptor fails, or closes whatever file reused its number)."""
+        with self.lock:
+            process, conn = self.process, self.conn
+            if process is not None and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                self.reap()
+            self.process = self.conn = None
+            if conn is not None:
+                conn.close()
 
 
 class ParsePool:
