@@ -5,7 +5,7 @@ pipeline is reading, parsing, chunking, embedding and writing (SQLite, the keywo
 is loaded and warmed before the clock starts (its load time is reported apart). Publishing embeds,
 per group of about 512 chunks, the chunks' indexed texts and then, when no LLM model is configured,
 the sentence texts the extractive answer will embed (``Publisher.also_embed``, that is
-``rag.synthesize.extractive.sentence_texts(text, heading_path)`` of each chunk). Every list the
+``ExtractiveSynthesizer.publish_texts(text, heading_path)`` of each chunk). Every list the
 publisher embeds is recorded, and checked against the same texts rebuilt from the store afterwards
 (``Publisher.indexed_rows`` and ``sentence_texts`` of each stored chunk). Then exactly those texts go
 through ``LocalEmbedder.embed`` with the same batch size: once in one call, and once in the very
@@ -86,7 +86,7 @@ def run(corpus: str, limit: int | None, keep: bool, sentences: bool = True, back
     from rag.service import KnowledgeService, Principal
     from rag.settings import Settings
     from rag.store.models import Chunk
-    from rag.synthesize.extractive import sentence_texts
+    from rag.synthesize.extractive import ExtractiveSynthesizer
 
     tmp = Path(tempfile.mkdtemp(prefix="rag-ingest-bench-"))
     settings = Settings(home=tmp / "home", embed_cache=tmp / "embeddings.sqlite",  # fresh and empty
@@ -137,7 +137,7 @@ def run(corpus: str, limit: int | None, keep: bool, sentences: bool = True, back
                 chunk_texts = [row.text for row in svc.publisher.indexed_rows(session)]
                 stored = session.execute(select(Chunk.text, Chunk.heading_path).order_by(Chunk.id)).all()
             sentence_list = (
-                [t for text, path in stored for t in sentence_texts(text, tuple(path or ()))]
+                [t for text, path in stored for t in ExtractiveSynthesizer.publish_texts(text, tuple(path or ()))]
                 if result["sentences_embedded"] else []
             )
         with sqlite3.connect(settings.home / "rag.db") as conn:

@@ -18,9 +18,11 @@ import itertools
 import json
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from rag.synthesize.extractive.tuning import TUNING
 
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = REPO.parent / "shared" / "datasets"
@@ -84,7 +86,7 @@ def retrieve(svc: Any, questions: list[DevQuestion]) -> None:
 
 def score(svc: Any, questions: list[DevQuestion], values: dict[str, float]) -> dict[str, list[bool]]:
     synthesizer = svc.engines.synthesizer
-    synthesizer.settings = svc.settings.answer.model_copy(update=values)
+    synthesizer.tuning = replace(TUNING, **values)
     result: dict[str, list[bool]] = {"near_declined": [], "wrongly_declined": [], "fact": []}
     for q in questions:
         query, hits = q.hits
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
               + f" | {m['near_declined']:.3f} | {m['wrongly_declined']:.3f} | {m['fact']:.3f} |")
     allowed = [r for r in rows if r[1]["wrongly_declined"] <= args.max_wrong] or rows
     best = max(allowed, key=lambda r: (r[1]["near_declined"], r[1]["fact"], -r[1]["wrongly_declined"]))
-    print("\nrecommended:", " ".join(f"RAG_ANSWER__{k.upper()}={v}" for k, v in best[0].items()), best[1])
+    print("\nrecommended (rag/synthesize/extractive/tuning.py):", " ".join(f"{k}={v}" for k, v in best[0].items()), best[1])
     return 0
 
 

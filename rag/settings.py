@@ -194,7 +194,9 @@ class LLMSettings(BaseModel):
 
 
 class AnswerSettings(BaseModel):
-    """The synthesis stage: which excerpts an answer draws on and when it abstains."""
+    """The synthesis stage: which excerpts an answer draws on and when it abstains (the relevance
+    check, in front of both synthesizers). The extractive answer's other numbers are not settings:
+    they live in rag/synthesize/extractive/tuning.py, each with the evaluation that set it."""
 
     excerpts: int = Field(8, ge=1, le=25, description="Retrieved excerpts numbered for the answer.")
     min_similarity: float = Field(
@@ -215,38 +217,6 @@ class AnswerSettings(BaseModel):
         48, ge=1, le=256,
         description="Extractive: sentences embedded per question, the best by the cheap score (each "
         "excerpt document's best one always is).",
-    )
-    min_subject_coverage: float = Field(
-        0.5, ge=0.0, le=1.0,
-        description="Extractive: decline unless the answer's sentences name this share of the question's "
-        "subject terms (names, identifiers, rare words; weighed by rarity in the knowledge base).",
-    )
-    named_page_coverage: float = Field(
-        0.3, ge=0.0, le=1.0,
-        description="Extractive: where the question names a quoted page by its whole title (a title holding a "
-        "subject term), this share of the subject terms is enough.",
-    )
-    subject_free_similarity: float = Field(
-        0.75, ge=-1.0, le=1.0,
-        description="Extractive: an answer sentence this similar to the question answers it whatever words "
-        "it uses (the subject rule is not applied), unless the question names an identifier (Pipfile.lock, "
-        "pytest-cov, PyInstaller): no other words say one.",
-    )
-    paraphrase_similarity: float = Field(
-        0.6, ge=-1.0, le=1.0,
-        description="Extractive: an answer sentence this similar to the question says a question word the "
-        "knowledge base never uses in other words (names excepted).",
-    )
-    unused_word_similarity: float = Field(
-        0.55, ge=-1.0, le=1.0,
-        description="Extractive: an answer sentence this similar to the question says in other words a word of "
-        "general English that the knowledge base never uses (\"husband\" for a spouse); below it, such a word "
-        "(\"lounge\", \"vesting\" in a staff handbook) is a subject the answer does not name.",
-    )
-    subject_max_share: float = Field(
-        0.05, ge=0.0, le=1.0,
-        description="A question word held by more than this share of the chunks is the knowledge base's own "
-        "subject, not the question's.",
     )
 
 

@@ -57,7 +57,6 @@ from rag.service.transfer.archives import Transfer
 from rag.settings import Settings
 from rag.store.db import Database
 from rag.store.lock import HomeLock
-from rag.synthesize.extractive import sentence_texts
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +104,7 @@ class KnowledgeService:
                 lambda: self.engines.embedder,
                 self.engines.index,
                 contextual_headings=settings.index.contextual_headings,
-                also_embed=None if settings.llm_model else sentence_texts,
+                also_embed=self.engines.synthesizer_class.publish_texts,  # what its answers embed
             )
             self.publish_queue = PublishQueue(self.publisher)
             self.publish_worker: PublishWorker | None = None

@@ -50,6 +50,17 @@ class Engines:
 
         return build_chat_model(self.settings)
 
+    @property
+    def synthesizer_class(self) -> Any:
+        """The synthesizer's class, known without building it (no model client, no index opened)."""
+        if self.settings.llm_model:
+            from rag.synthesize.generative import LLMSynthesizer
+
+            return LLMSynthesizer
+        from rag.synthesize.extractive import ExtractiveSynthesizer
+
+        return ExtractiveSynthesizer
+
     @cached_property
     def synthesizer(self) -> Any:
         if self.chat_model is not None:

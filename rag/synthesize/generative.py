@@ -17,6 +17,7 @@ from typing import Iterator, Sequence
 from rag.models.llm import ChatModel
 from rag.retrieve.types import Hit, Query
 from rag.synthesize.citations import CLUSTER, CitationStream
+from rag.synthesize.declines import MODEL_DECLINED
 from rag.synthesize.prompts import format_excerpts, render_prompt
 from rag.synthesize.types import question_text, ABSTENTION, Answer, AnswerEvent
 
@@ -60,6 +61,7 @@ class _DeclineGate:
 
 
 class LLMSynthesizer:
+    publish_texts = None  # nothing is embedded at publish time for a model's answer
     def __init__(self, model: ChatModel, excerpt_chars: int = 2000, prompts_dir: Path | None = None) -> None:
         self.model = model
         self.excerpt_chars = excerpt_chars
@@ -87,7 +89,7 @@ class LLMSynthesizer:
     def _answer(self, question: str, text: str, citations: CitationStream) -> Answer:
         if declines(text):
             return Answer(text=ABSTENTION, sources=[], synthesizer=self._answered_by(), abstained=True,
-                          question=question)
+                          question=question, declined=MODEL_DECLINED)
         return Answer(text=text or EMPTY_ANSWER, sources=citations.sources, synthesizer=self._answered_by(),
                       question=question)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Iterator, Literal
 
 from rag.retrieve.types import Hit, Query
 
@@ -51,6 +51,7 @@ class Answer:
     synthesizer: str = "extractive"
     abstained: bool = False
     question: str = ""  # the standalone question retrieval used (after a conversation rewrite)
+    declined: str | None = None  # why it abstained: a reason of rag.synthesize.declines
 
 
 @dataclass
@@ -66,3 +67,13 @@ def question_text(question: str | Query) -> str:
     """A synthesizer is given the question as text, or as the `Query` retrieval used (whose vector
     the extractive synthesizer reuses instead of embedding the question again)."""
     return question.text if isinstance(question, Query) else question
+
+
+def final_answer(events: Iterator[AnswerEvent]) -> Answer:
+    """The answer a stream ends with (its `done` event)."""
+    answer = None
+    for event in events:
+        if event.kind == "done":
+            answer = event.answer
+    assert answer is not None, "a synthesizer stream always ends with done"
+    return answer

@@ -1,5 +1,5 @@
 """A how-to answer quotes the sentence that says how beside the one that says what happens
-(rag/synthesize/extractive.py, `with_how`): on the uv documentation, "If the lockfile is not
+(rag/synthesize/extractive/steps.py, `with_how`): on the uv documentation, "If the lockfile is not
 up-to-date, uv will raise an error" was quoted without the `--locked` option the paragraph before
 it shows. By hand (the real sentence reader, no model), and once through `rag ask`'s pipeline."""
 
@@ -11,8 +11,9 @@ import numpy as np
 
 from rag.retrieve.types import Hit
 from rag.service import KnowledgeService, Principal
-from rag.settings import AnswerSettings, Settings
-from rag.synthesize.extractive import Candidate, ExtractiveSynthesizer
+from rag.settings import Settings
+from rag.synthesize.extractive import Candidate
+from rag.synthesize.extractive.steps import find_sentences, select, with_how
 
 SYNC = """\
 # Locking and syncing
@@ -47,7 +48,7 @@ Tools that read the lockfile see the same versions on every machine.
 def pool(text: str = SYNC) -> list[Candidate]:
     hit = Hit(0, 0.0, ["text"], "sync", "kb", "corpus:w:kb:sync", "Locking and syncing", None, 1,
               ["Locking and syncing"], text, 0, len(text))
-    return ExtractiveSynthesizer(None, AnswerSettings())._sentences([hit])  # type: ignore[arg-type]
+    return find_sentences([hit])
 
 
 def one(found: list[Candidate], start: str) -> Candidate:
@@ -58,7 +59,7 @@ def one(found: list[Candidate], start: str) -> Candidate:
 def test_what_happens_is_joined_by_the_code_before_it() -> None:
     found = pool()
     error = one(found, "If the lockfile is not up-to-date")
-    chosen = ExtractiveSynthesizer.with_how([error], found)
+    chosen = with_how([error], found)
     assert [c.text for c in chosen] == [error.text, "To disable automatic locking, use the `--locked` option:"]
     assert "uv run --locked" in chosen[1].attachment
 
@@ -66,19 +67,19 @@ def test_what_happens_is_joined_by_the_code_before_it() -> None:
 def test_a_sentence_that_says_how_is_left_alone() -> None:
     found = pool()
     frozen = one(found, "To use the lockfile without checking")
-    assert ExtractiveSynthesizer.with_how([frozen], found) == [frozen]
+    assert with_how([frozen], found) == [frozen]
 
 
 def test_no_neighbour_that_says_how_adds_nothing() -> None:
     found = pool()
     metadata = one(found, "When considering if the lockfile")
-    assert ExtractiveSynthesizer.with_how([metadata], found) == [metadata]
+    assert with_how([metadata], found) == [metadata]
 
 
 def test_a_neighbour_under_another_heading_is_not_taken() -> None:
     found = pool(SYNC.replace("If the lockfile is not", "## Errors\n\nIf the lockfile is not"))
     error = one(found, "If the lockfile is not up-to-date")
-    assert ExtractiveSynthesizer.with_how([error], found) == [error]
+    assert with_how([error], found) == [error]
 
 
 def test_the_asked_answer_shows_the_option(tmp_path: Path) -> None:
@@ -98,7 +99,7 @@ def test_the_asked_answer_shows_the_option(tmp_path: Path) -> None:
 
 
 def test_see_as_what_the_reader_does_is_not_a_pointer_elsewhere() -> None:
-    from rag.synthesize.features import kind_score
+    from rag.synthesize.extractive.features import kind_score
 
     def score(text: str) -> float:
         return kind_score(Candidate(1, text), {"howto"}, {"zoom", "limit"}, 0.5)
@@ -121,16 +122,15 @@ def _ranked(*rows: tuple[str, str, float]) -> list[Candidate]:
 def test_a_how_to_answer_takes_another_pages_sentence_that_says_how() -> None:
     # The uv docs' question "How do I add a library from a folder next to my app so my edits show
     # up?": the best page (the pip interface) says what editables are; another page holds the option.
-    synthesizer = ExtractiveSynthesizer(None, AnswerSettings())  # type: ignore[arg-type]
     ranked = _ranked(
         ("pip", "Editable packages do not need to be reinstalled for changes to be active.", 0.60),
         ("pip", "Editable installations add a link to the project within the virtual environment.", 0.55),
         ("deps", "To add an editable dependency, use the `--editable` flag.", 0.51),
     )
-    texts = [c.text for c in synthesizer.select(ranked, howto=True)]
+    texts = [c.text for c in select(ranked, 4, howto=True)]
     assert texts[-1] == "To add an editable dependency, use the `--editable` flag."
-    assert len(synthesizer.select(ranked, howto=False)) == 2  # another page's sentence needs a reason
+    assert len(select(ranked, 4, howto=False)) == 2  # another page's sentence needs a reason
     ranked[2].score = 0.40  # far below the best: not taken
-    assert len(synthesizer.select(ranked, howto=True)) == 2
+    assert len(select(ranked, 4, howto=True)) == 2
     ranked[2].score, ranked[2].text = 0.51, "Editable dependencies are useful for local development."
-    assert len(synthesizer.select(ranked, howto=True)) == 2  # says nothing of how
+    assert len(select(ranked, 4, howto=True)) == 2  # says nothing of how

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from rag.synthesize.citations import CLUSTER
-from rag.synthesize.features import question_parts
+from rag.synthesize.extractive.question import question_parts
 from rag.synthesize.sentences import MAX_ATTACHMENT_CHARS, MAX_ATTACHMENT_LINES, MAX_LIST_ITEMS, Sentence, sentences
 
 

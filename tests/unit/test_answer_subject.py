@@ -1,4 +1,4 @@
-"""What a question is about and asks for (rag/synthesize/subject.py, rag/synthesize/features.py).
+"""What a question is about and asks for (rag/synthesize/extractive/subject.py, features.py, kinds.py).
 
 Unit tests of the rules, not of a knowledge base: document frequencies come from a fake ``doc_freq``
 (a dict-based function returning ``(df_by_word, total)``). No model is loaded; ``subject.lexicon()``
@@ -13,8 +13,10 @@ from typing import Sequence
 import pytest
 
 from rag.retrieve.text import question_stems, stems
-from rag.synthesize.features import asks_for, question_weights, restates
-from rag.synthesize.subject import (
+from rag.synthesize.extractive.features import restates
+from rag.synthesize.extractive.kinds import asks_for
+from rag.synthesize.extractive.question import question_weights
+from rag.synthesize.extractive.subject import (
     Term,
     asked_months,
     candidate_terms,
@@ -351,7 +353,7 @@ def test_a_distance_or_a_date_is_no_lead_time(question: str) -> None:
 def test_a_lead_time_question_prefers_the_span_ahead_to_any_number() -> None:
     # The handbook's offboarding page: both sentences hold a number; only the first says how far ahead.
     from rag.synthesize.extractive import Candidate
-    from rag.synthesize.features import kind_score
+    from rag.synthesize.extractive.features import kind_score
 
     question = "I've accepted a job somewhere else. How far ahead of my last day should I kick off offboarding?"
     asks, asked = asks_for(question), question_stems(question)

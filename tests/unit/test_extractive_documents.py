@@ -1,4 +1,4 @@
-"""Which document an extractive answer starts on (rag/synthesize/extractive.py,
+"""Which document an extractive answer starts on (rag/synthesize/extractive/documents.py,
 `by_holding_documents`): the handbook's question about a leaked API key was answered from the page
 on signing keys, whose sentences sound alike ("public key", "GitHub"), while the retriever's first
 excerpt, the page on sensitive information, holds most of what the question asks about."""
@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from rag.retrieve.types import Hit
-from rag.synthesize.extractive import Candidate, by_holding_documents, says_any_of, second_document
-from rag.synthesize.features import question_weights
+from rag.synthesize.extractive import Candidate
+from rag.synthesize.extractive.documents import by_holding_documents, says_any_of, second_document
+from rag.synthesize.extractive.question import question_weights
 
 # The question's word weights (idf) in the handbook's knowledge base, as `question_weights` gives them there.
 WEIGHTS = {"accident": 7.4, "push": 6.3, "api": 5.74, "kei": 4.48, "public": 3.3, "github": 3.59, "repo": 4.86,

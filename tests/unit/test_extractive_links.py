@@ -1,12 +1,23 @@
 """Which second document an extractive answer may cite, and which sentence answers each part of a
-question (rag/synthesize/extractive.py), by hand."""
+question (rag/synthesize/extractive/), by hand."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from rag.retrieve.types import Hit
-from rag.synthesize.extractive import Candidate, _with_parts, _words, leads_to, second_document, with_referent
+from rag.synthesize.extractive import Candidate, Draft
+from rag.synthesize.extractive.documents import leads_to, second_document
+from rag.synthesize.extractive.documents import words_of as _words
+from rag.synthesize.extractive.question import Question
+from rag.synthesize.extractive.steps import subject_decline
+from rag.synthesize.extractive.steps import with_parts as _with_parts
+from rag.synthesize.extractive.text import with_referent
+
+
+def drafted(question: str, hits: list[Hit], chosen: list[Candidate]) -> Draft:
+    """A draft that chose these sentences (the steps skipped: only the writing is under test)."""
+    return Draft(Question(question, words=_words(question)), hits, chosen=chosen)
 
 
 def hit(node: str, title: str, text: str) -> Hit:
@@ -100,7 +111,7 @@ def test_labels_only_where_the_question_compares_pages_it_names(monkeypatch) -> 
     chosen = [Candidate(1, "The game system was invented in 1987.", "game"),
               Candidate(2, "The game was released in 1996.", "lucky")]
     synthesizer = ExtractiveSynthesizer(None, AnswerSettings())  # type: ignore[arg-type]
-    monkeypatch.setattr(synthesizer, "compose", lambda question, hits: chosen)
+    monkeypatch.setattr(synthesizer, "draft", lambda question, hits: drafted(question, hits, chosen))
     compared = synthesizer.answer("Which game was released first, Icehouse pieces or Kill Doctor Lucky?", [GAME, lucky])
     assert compared.text == ("Icehouse pieces: The game system was invented in 1987 [1]. "
                              "Kill Doctor Lucky: The game was released in 1996 [2].")
@@ -115,14 +126,14 @@ def test_a_page_is_named_once_in_an_answer(monkeypatch) -> None:
     chosen = [Candidate(1, "It was built between 1858 and 1861 along the river.", "canal"),
               Candidate(1, "It supplied hydropower and water for manufacturing.", "canal")]
     synthesizer = ExtractiveSynthesizer(None, AnswerSettings())  # type: ignore[arg-type]
-    monkeypatch.setattr(synthesizer, "compose", lambda question, hits: chosen)
+    monkeypatch.setattr(synthesizer, "draft", lambda question, hits: drafted(question, hits, chosen))
     assert synthesizer.answer("Which canal supplied hydropower?", [CANAL]).text == (
         "It (Dundee Canal) was built between 1858 and 1861 along the river [1]. "
         "It supplied hydropower and water for manufacturing [1].")
 
 
 def test_a_comparison_of_pages_the_question_names_quotes_only_them() -> None:
-    from rag.synthesize.extractive import named_only
+    from rag.synthesize.extractive.documents import named_only
 
     cleo = hit("cleo", "Letters to Cleo", "Letters to Cleo is an alternative rock band from Boston.")
     trees = hit("trees", "Screaming Trees", "Screaming Trees was an American rock band formed in 1984.")
@@ -139,21 +150,18 @@ def test_a_comparison_of_pages_the_question_names_quotes_only_them() -> None:
 
 
 def test_a_question_naming_a_quoted_page_needs_less_of_its_subject() -> None:
-    from rag.settings import AnswerSettings
-    from rag.synthesize.extractive import ExtractiveSynthesizer
-    from rag.synthesize.subject import Term
+    from rag.synthesize.extractive.subject import Term
 
     ed_wood = hit("wood", "Ed Wood", "Ed Wood (1924 - 1978) was an American filmmaker.")
     chosen = [Candidate(1, "Ed Wood (1924 - 1978) was an American filmmaker.", "wood", similarity=0.5)]
     terms = [Term("Scott", frozenset({"scott"}), 5.4), Term("Derrickson", frozenset({"derrickson"}), 7.6),
              Term("Ed", frozenset({"ed"}), 6.2), Term("Wood", frozenset({"wood"}), 5.8)]  # Ed Wood: 0.48 of the weight
-    synthesizer = ExtractiveSynthesizer(None, AnswerSettings())  # type: ignore[arg-type]
     named = "Were Scott Derrickson and Ed Wood of the same nationality?"
-    assert synthesizer.covers_subject(terms, chosen, [ed_wood], question=named)
+    assert subject_decline(terms, chosen, [ed_wood], question=named) is None
     # The same share, from a page the question does not name by its title, is not enough.
     film = hit("film", "Glen or Glenda", "Ed Wood (1924 - 1978) was an American filmmaker.")
-    assert not synthesizer.covers_subject(terms, chosen, [film], question=named)
+    assert subject_decline(terms, chosen, [film], question=named) == "subject_not_covered"
     # Nor is a page named by the question whose quoted sentences hold too little of the subject.
     lone = [Term("Scott", frozenset({"scott"}), 5.4), Term("Derrickson", frozenset({"derrickson"}), 7.6),
             Term("Tim", frozenset({"tim"}), 30.0), Term("Wood", frozenset({"wood"}), 1.0)]
-    assert not synthesizer.covers_subject(lone, chosen, [ed_wood], question=named)
+    assert subject_decline(lone, chosen, [ed_wood], question=named) == "subject_not_covered"

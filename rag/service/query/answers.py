@@ -9,6 +9,7 @@ from rag.retrieve.types import Hit, Query
 from rag.service.identity.principal import Principal
 from rag.service.arguments import check_query
 from rag.synthesize.conversation import standalone_question, validate_history
+from rag.synthesize import declines
 from rag.synthesize.relevance import relevant_hits
 from rag.synthesize.types import ABSTENTION, Answer, AnswerEvent
 
@@ -48,12 +49,13 @@ class Answers:
 
     def _abstain(self, question: Query) -> Answer:
         return Answer(
-            NOTHING_FOUND, [], synthesizer=self.engines.synthesizer.name, abstained=True, question=question.text)
+            NOTHING_FOUND, [], synthesizer=self.engines.synthesizer.name, abstained=True, question=question.text,
+            declined=declines.OFF_TOPIC)
 
     def _record(self, principal: Principal, kb_name: str | None, query: str, answer: Answer) -> None:
         self.activity.record(principal, "ask", kb_name, "ok", {
             "sources": len(answer.sources), "synthesizer": answer.synthesizer,
-            "abstained": answer.abstained, "query_chars": len(query),
+            "abstained": answer.abstained, "declined": answer.declined, "query_chars": len(query),
         })
 
     def ask(self, principal: Principal, query: str, kb_name: str | None = None, history: Any = None) -> Answer:

@@ -30,15 +30,14 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from rag.retrieve.text import STOPWORDS, WORD, porter_stem
+from rag.synthesize.extractive.tuning import TUNING
 
 # A token with its inner punctuation: "pytest-cov", "environment.yml", "Pipfile.lock", "C++".
 _TOKEN = re.compile(r"[A-Za-z0-9][\w.+/-]*[\w+]|\w")
 _INNER_MARK = re.compile(r"\w[-_./+]\w")
 _INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
 _SENTENCE_START = re.compile(r"(?:^|[.?!:;]\s+|[\"'(]\s*)$")
-_MIN_RARE_LENGTH = 4
 _ACRONYM = re.compile(r"[A-Z]{2,5}s?")
-_NEAR_SPELLING = 0.8  # share of letters two spellings of one name have in common (difflib's ratio)
 
 DocFreq = Callable[[Sequence[str]], "tuple[dict[str, int], int] | None"]
 
@@ -97,13 +96,12 @@ def _common(word: str, common: frozenset[str]) -> bool:
 
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
-_MIN_MISSPELT_LENGTH = 6  # shorter words are one letter from too many others ("conda", "condo")
 
 
 def misspelt(word: str, common: frozenset[str]) -> bool:
     """Is the word one typing slip (a letter left out, added, changed or two swapped) from a whole
     word of general English ("eavery" for "every")? Then it is that word, not a rare term."""
-    if len(word) < _MIN_MISSPELT_LENGTH or not common:
+    if len(word) < TUNING.min_misspelt_length or not common:
         return False
     splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
     edits = {a + b[1:] for a, b in splits if b}
@@ -120,7 +118,7 @@ def near_spelling(word: str, other: str) -> bool:
     not "Germany"), and most letters shared in order."""
     if len(word) < 5 or len(other) < 5 or word[0] != other[0] or word.startswith(other) or other.startswith(word):
         return False
-    return SequenceMatcher(None, word, other).ratio() >= _NEAR_SPELLING
+    return SequenceMatcher(None, word, other).ratio() >= TUNING.near_spelling
 
 
 def _kind(token: str, before: str, common: frozenset[str], everyday: bool = False) -> str | None:
@@ -141,10 +139,10 @@ def _kind(token: str, before: str, common: frozenset[str], everyday: bool = Fals
     if _is_name(token, before):
         return "name"
     word = token.lower()
-    if (common and len(word) >= _MIN_RARE_LENGTH and word not in STOPWORDS and not _common(word, common)
+    if (common and len(word) >= TUNING.min_rare_length and word not in STOPWORDS and not _common(word, common)
             and not misspelt(word, common)):
         return "rare"
-    if (everyday and common and len(word) >= _MIN_RARE_LENGTH and word.isalpha() and word not in STOPWORDS
+    if (everyday and common and len(word) >= TUNING.min_rare_length and word.isalpha() and word not in STOPWORDS
             and _common(word, common)):  # not a slip ("eavery"): that is the word it misspells
         return "unused"
     return None

@@ -1,0 +1,94 @@
+"""A sentence's features, computed once, and the score they make: how much of the question the
+sentence holds, how close it is in meaning, where the retriever ranked its excerpt, and what kind
+of sentence it is (kinds.py holds the English cue patterns).
+
+The answer to a how-to question names a mechanism (a command, flag, setting or file, often in
+code); the answer to a "how many" or "when" question holds a number or a date; a sentence that
+points elsewhere ("see below") or introduces a page answers nothing by itself, and one that adds
+almost nothing to the question's own words restates it. Every bonus grows with how much of the
+question the sentence holds (`relevant`): code or a number about something else says nothing.
+
+The kind part of the score is `KIND_WEIGHTS · kind_features`; the whole sentence score is
+`meaning + tuning.lexical * held + kind + tuning.rank_prior * rank` (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rag.retrieve.text import STOPWORDS, WORD, porter_stem
+from rag.synthesize.extractive.kinds import ACTION, CODE, INTRO, KINDS, NEGATION, POINTER, STEP
+from rag.synthesize.extractive.tuning import TUNING, Tuning
+
+if TYPE_CHECKING:
+    from rag.synthesize.extractive.draft import Candidate
+
+# Each kind feature and the tuning number that weighs it (a penalty weighs minus it).
+KIND_WEIGHTS: dict[str, tuple[str, float]] = {
+    "code": ("code_bonus", 1.0),  # names a mechanism (times relevant)
+    "howto_code": ("howto_bonus", 1.0),  # ... and the question asks how (times relevant)
+    "howto_action": ("action_bonus", 1.0),  # an action verb in a how-to answer (times relevant)
+    "type": ("type_bonus", 1.0),  # holds the kind of answer a fact question asks for (times relevant)
+    "lead": ("type_bonus", 1.0),  # holds the span of time ahead a lead question asks for (times relevant)
+    "pointer": ("pointer_penalty", -1.0),
+    "intro": ("intro_penalty", -1.0),
+    "step": ("step_penalty", -1.0),
+    "restates": ("restates_penalty", -1.0),
+}
+
+
+def held_share(weights: dict[str, float], text_stems: set[str]) -> float:
+    """The share of the question's word weight whose stems the text holds."""
+    total = sum(weights.values())
+    return sum(w for stem, w in weights.items() if stem in text_stems) / total if total else 0.0
+
+
+def restates(text: str, question_stems: set[str], tuning: Tuning = TUNING) -> bool:
+    """Most of the sentence's words are the question's, and it adds at most a few of its own. A
+    sentence that denies something ("Term renewals are not automatic") answers a yes/no question."""
+    if NEGATION.search(text):
+        return False
+    content = {porter_stem(w) for w in WORD.findall(text.lower()) if w not in STOPWORDS}
+    new_words = content - question_stems
+    return (len(new_words) <= tuning.restates_new_words
+            and len(content & question_stems) >= tuning.restates_share * len(content))
+
+
+def says_how(c: Candidate) -> bool:
+    """The sentence names a mechanism: code, a flag, a setting or a file, or it introduces code."""
+    return bool(CODE.search(c.text)) or c.attachment.startswith("```")
+
+
+def kind_features(c: Candidate, asks: set[str], question_stems: set[str], held: float,
+                  tuning: Tuning = TUNING) -> dict[str, float]:
+    """The sentence's kind features (the names of `KIND_WEIGHTS`), 0 where absent."""
+    relevant = min(1.0, tuning.relevant_scale * held)
+    howto = "howto" in asks
+    has_code = says_how(c)
+    asked = [kind for kind in KINDS if kind.name in asks and kind.holds is not None]
+    has_type = any(kind.holds.search(c.text) for kind in asked if kind.feature == "type")
+    has_lead = any(kind.holds.search(c.text) for kind in asked if kind.feature == "lead")
+    # "Wednesday" after the question's own words is the answer, not a restatement.
+    restated = not (c.attachment or has_code or has_type) and restates(c.text, question_stems, tuning)
+    return {
+        "code": relevant if has_code else 0.0,
+        "howto_code": relevant if has_code and howto else 0.0,
+        "howto_action": relevant if howto and ACTION.search(c.text) else 0.0,
+        "type": relevant if has_type else 0.0,
+        "lead": relevant if has_lead else 0.0,
+        "pointer": 1.0 if POINTER.search(c.text) else 0.0,
+        "intro": 1.0 if INTRO.search(c.text) else 0.0,
+        "step": 1.0 if STEP.search(c.text) else 0.0,
+        "restates": 1.0 if restated else 0.0,
+    }
+
+
+def weigh(features: dict[str, float], tuning: Tuning = TUNING) -> float:
+    """Kind features weighed by `KIND_WEIGHTS`: what they add to a sentence's score."""
+    return sum(sign * getattr(tuning, name) * features[feature]
+               for feature, (name, sign) in KIND_WEIGHTS.items() if features.get(feature))
+
+
+def kind_score(c: Candidate, asks: set[str], question_stems: set[str], held: float, tuning: Tuning = TUNING) -> float:
+    """What the sentence's kind adds to its score."""
+    return weigh(kind_features(c, asks, question_stems, held, tuning), tuning)

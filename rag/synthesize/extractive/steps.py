@@ -1,0 +1,362 @@
+"""The extractive answer's steps, in order (`STEPS`): each takes the draft and gives it back with
+what it added, dropped or declined recorded. docs/architecture.md states each rule once.
+
+1. `score_sentences`: every sentence of the excerpts scored cheaply (`prior`), the best
+   `extractive_embed` (and each document's best) embedded and scored by meaning too.
+2. `lead_with_holding_document`: the retriever's first document first, where it holds the most of
+   the question's words and the best sentence's document far less.
+3. `answer_parts`: for a question of several parts, each part's best sentence.
+4. `choose`: the best sentences of the best sentence's document, of the document it leads to (or a
+   near tie), of a document holding a part of the question the others do not, and each part's best.
+5. `add_how`: for a how-to question, a sentence that says what happens gets the neighbour that says how.
+6. `add_subject`: a page named after a subject term the answer leaves out gives its best sentence.
+7. `keep_named_pages`: an answer quoting two or more pages the question names keeps only those.
+8. `check_words`: declines when the sentences hold none of the question's words.
+9. `check_subject`: declines when they do not name what the question is about, or another period.
+10. `reading_order`: the best sentence's excerpt first, each excerpt's sentences as written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from rag.models.embed import Embedder
+from rag.retrieve.text import stems
+from rag.retrieve.types import Hit
+from rag.settings import AnswerSettings
+from rag.synthesize import declines
+from rag.synthesize.extractive.documents import (
+    by_holding_documents, named_only, names_a_subject_page, said, says_any_of, second_document,
+)
+from rag.synthesize.extractive.draft import Candidate, Draft
+from rag.synthesize.extractive.features import held_share, kind_features, says_how, weigh
+from rag.synthesize.extractive.subject import Term, other_period, subject_coverage
+from rag.synthesize.extractive.text import embedded_text
+from rag.synthesize.extractive.tuning import TUNING, Tuning
+from rag.synthesize.sentences import sentences as excerpt_sentences
+
+
+@dataclass(frozen=True)
+class Env:
+    """What the steps work with besides the draft."""
+
+    embedder: Embedder
+    settings: AnswerSettings
+    tuning: Tuning = TUNING
+
+
+# ----------------------------------------------------------------------------- sentences
+
+def find_sentences(hits: Sequence[Hit], tuning: Tuning = TUNING) -> list[Candidate]:
+    """Every sentence of the excerpts, in order; fragments (under `min_words`) left out unless the
+    excerpts hold nothing else (lists and short lines only: take what there is)."""
+    def collect(min_words: int) -> list[Candidate]:
+        found = []
+        for i, hit in enumerate(hits, start=1):
+            fallback = hit.heading_path[-1] if hit.heading_path else ""
+            for position, s in enumerate(excerpt_sentences(hit.text, min_words)):
+                found.append(Candidate(i, s.text, hit.node_id, s.heading or fallback, position, s.attachment))
+        return found
+
+    return collect(tuning.min_words) or collect(tuning.min_words_fallback)
+
+
+def _text_stems(c: Candidate) -> set[str]:
+    return stems(f"{c.context} {c.text} {c.attachment}")
+
+
+def shortlist(found: list[Candidate], limit: int) -> list[Candidate]:
+    """Each document's best sentence by the cheap score, then the best of the rest, to `limit`."""
+    by_prior = sorted(found, key=lambda c: -c.prior)
+    chosen: list[Candidate] = []
+    documents: set[str] = set()
+    for c in by_prior:
+        if c.document not in documents:
+            documents.add(c.document)
+            chosen.append(c)
+    limit = max(limit, len(chosen))
+    for c in by_prior:
+        if len(chosen) >= limit:
+            break
+        if c not in chosen:
+            chosen.append(c)
+    return chosen
+
+
+def score_sentences(draft: Draft, env: Env) -> Draft:
+    t, hits, q = env.tuning, draft.hits, draft.question
+    draft.pool = find_sentences(hits, t)
+    if not draft.pool:
+        return draft
+    asked = set(q.weights)
+    for c in draft.pool:
+        hit = hits[c.excerpt - 1]
+        held = held_share(q.weights, _text_stems(c))
+        rank = 1 - (c.excerpt - 1) / len(hits)
+        kinds = kind_features(c, q.asks, asked, held, t)
+        c.features = {**kinds, "held": held, "rank": rank}
+        c.base = weigh(kinds, t) + t.rank_prior * rank  # the retriever's order breaks near-ties
+        c.prior = t.prior_held * held + t.prior_excerpt * (hit.vector_similarity or 0.0) + c.base
+        c.score = t.lexical * held + c.base
+    listed = shortlist(draft.pool, env.settings.extractive_embed)
+    query = q.vector if q.vector is not None else env.embedder.embed_query(q.text)
+    vectors = env.embedder.embed([embedded_text(c.context, c.text) for c in listed])
+    query = query / (np.linalg.norm(query) or 1.0)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = vectors / np.where(norms == 0, 1.0, norms)
+    for c, sim, vector in zip(listed, vectors @ query, vectors):
+        c.similarity = float(sim)
+        c.score += float(sim)
+        c.vector = vector
+    draft.ranked = sorted(listed, key=lambda c: -c.score)
+    return draft
+
+
+def lead_with_holding_document(draft: Draft, env: Env) -> Draft:
+    draft.ranked = by_holding_documents(draft.ranked, draft.hits, draft.question.weights, env.tuning)
+    return draft
+
+
+# ----------------------------------------------------------------------------- choosing
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def repeats(c: Candidate, chosen: Sequence[Candidate], tuning: Tuning = TUNING) -> bool:
+    """Says what a chosen sentence says already (close in meaning, or mostly the same words)."""
+    words = stems(c.text)
+    return any(float(c.vector @ other.vector) > tuning.repeat_similarity
+               or _jaccard(words, stems(other.text)) > tuning.repeat_jaccard for other in chosen)
+
+
+def answer_parts(draft: Draft, env: Env) -> Draft:
+    """For a question that asks several things, each part's best sentence, scored as every
+    sentence is but against the part alone, with the ids of the sentences that answer that part
+    about as well (within `part_tie`); none for a question of one part."""
+    q, t = draft.question, env.tuning
+    if len(q.parts) < 2 or not draft.ranked:
+        return draft
+    for part in q.parts:
+        vector = env.embedder.embed_query(part)
+        vector = vector / (np.linalg.norm(vector) or 1.0)
+        part_stems = stems(part)
+        part_weights = {s: w for s, w in q.weights.items() if s in part_stems}
+        scored = [
+            (float(c.vector @ vector) + t.lexical * held_share(part_weights, _text_stems(c)) + c.base, c)
+            for c in draft.ranked if c.vector is not None
+        ]
+        top = max(score for score, _ in scored)
+        best = next(c for score, c in scored if score == top)
+        draft.parts.append((best, {id(c) for score, c in scored if score >= t.part_tie * top}))
+    return draft
+
+
+def with_parts(chosen: list[Candidate], parts: Sequence[tuple[Candidate, set[int]]], limit: int,
+               tuning: Tuning = TUNING) -> list[Candidate]:
+    """Each part's best sentence added where no chosen sentence answers that part about as well,
+    in place of the last chosen sentences that answer no part (the best sentence always stays)."""
+    for best, as_good in parts:
+        if any(id(c) in as_good for c in chosen) or repeats(best, chosen, tuning):
+            continue
+        keep = [c for c in chosen[1:] if any(id(c) in good for _, good in parts)]
+        while len(chosen) >= limit and len(chosen) > 1 + len(keep):
+            chosen.remove(next(c for c in reversed(chosen[1:]) if c not in keep))
+        if len(chosen) < limit:
+            chosen.append(best)
+    return chosen
+
+
+def select(ranked: list[Candidate], limit: int, tuning: Tuning = TUNING, second: str | None = None,
+           weights: dict[str, float] | None = None, parts: Sequence[tuple[Candidate, set[int]]] = (),
+           howto: bool = False) -> list[Candidate]:
+    """The best sentences (at most `limit`) of the best sentence's document, of the `second` one
+    (which gives at least its best sentence whatever its score: a link is evidence enough), of any
+    other document that holds a part of the question (by its word `weights`) the chosen sentences
+    do not, of another document whose sentence says how (for a how-to question), and each of the
+    question's `parts` answered (its best sentence, unless one chosen answers it about as well)."""
+    if not ranked:
+        return []
+    t = tuning
+    allowed = {ranked[0].document, second}
+    weights = weights or {}
+    chosen: list[Candidate] = []
+    used = 0
+
+    def adds_a_part(c: Candidate) -> bool:
+        if not weights or not chosen:
+            return False
+        covered = set().union(*(stems(f"{o.context} {o.text}") for o in chosen))
+        new = stems(f"{c.context} {c.text}") - covered
+        return held_share(weights, new) >= t.new_part
+
+    for c in ranked:
+        if len(chosen) >= limit or (chosen and c.score < t.stop_ratio * chosen[0].score):
+            break
+        if repeats(c, chosen, t) or (chosen and used + c.size > t.max_answer_chars):
+            continue
+        if c.document not in allowed:
+            if not (adds_a_part(c) or (howto and says_how(c) and c.score >= t.how_elsewhere * chosen[0].score)):
+                continue
+            allowed.add(c.document)
+        chosen.append(c)
+        used += c.size
+    room = limit - 1  # the best sentence always stays
+    if second is not None and room and all(c.document != second for c in chosen):
+        best = next((c for c in ranked if c.document == second and not repeats(c, chosen, t)), None)
+        if best is not None:
+            del chosen[room:]
+            chosen.append(best)
+    return with_parts(chosen, parts, limit, t)
+
+
+def choose(draft: Draft, env: Env) -> Draft:
+    q = draft.question
+    second = second_document(q.text, draft.hits, draft.ranked, env.tuning)
+    draft.chosen = select(draft.ranked, env.settings.extractive_sentences, env.tuning, second, q.weights,
+                          draft.parts, q.howto)
+    if not draft.chosen:
+        draft.declined = declines.NO_SENTENCES
+    return draft
+
+
+def with_how(chosen: list[Candidate], pool: Sequence[Candidate], tuning: Tuning = TUNING) -> list[Candidate]:
+    """For a how-to question: a chosen sentence that says what happens but not how ("If the
+    lockfile is not up-to-date, uv will raise an error") is joined by its neighbour under the
+    same heading that does: the lead-in and code right before it, else the next sentence when
+    that names a command, flag, setting or file. At most `more_for_how` are added."""
+    at = {(c.excerpt, c.position): c for c in pool}
+    taken = {(c.excerpt, c.position) for c in chosen}
+    used = sum(c.size for c in chosen)
+    added: list[Candidate] = []
+    for c in chosen:
+        if says_how(c) or len(added) >= tuning.more_for_how:
+            continue
+        before, after = at.get((c.excerpt, c.position - 1)), at.get((c.excerpt, c.position + 1))
+        if before is not None and before.attachment.startswith("```"):
+            extra = before
+        elif after is not None and says_how(after):
+            extra = after
+        else:
+            continue
+        key = (extra.excerpt, extra.position)
+        if key in taken or extra.context != c.context or used + extra.size > tuning.max_answer_chars:
+            continue
+        taken.add(key)
+        added.append(extra)
+        used += extra.size
+    return chosen + added
+
+
+def add_how(draft: Draft, env: Env) -> Draft:
+    if draft.question.howto:
+        draft.chosen = with_how(draft.chosen, draft.pool, env.tuning)
+    return draft
+
+
+def _named(c: Candidate, hits: Sequence[Hit]) -> set[str]:
+    return stems(said(c, hits))
+
+
+def complete(terms: Sequence[Term], chosen: list[Candidate], ranked: Sequence[Candidate], hits: Sequence[Hit],
+             tuning: Tuning = TUNING) -> list[Candidate]:
+    """The chosen sentences, plus (at most `more_for_subject`) the best sentence of a page named
+    after each subject term they leave out, heaviest first: a comparison answered from one side
+    only gets the other side ("Who was born first, X or Y?")."""
+    chosen = list(chosen)
+    named = set().union(*(_named(c, hits) for c in chosen)) if chosen else set()
+    added = 0
+    for term in sorted(terms, key=lambda t: -t.weight):
+        if added >= tuning.more_for_subject or term.stems <= named:
+            continue
+        # A page named after the term (on HotpotQA, pages that only mention it were the wrong
+        # source four times in five).
+        extra = next((c for c in ranked if c not in chosen and term.stems <= stems(hits[c.excerpt - 1].title)), None)
+        if extra is not None:
+            chosen.append(extra)
+            named |= _named(extra, hits)
+            added += 1
+    return chosen
+
+
+def add_subject(draft: Draft, env: Env) -> Draft:
+    draft.chosen = complete(draft.question.terms, draft.chosen, draft.ranked, draft.hits, env.tuning)
+    return draft
+
+
+def keep_named_pages(draft: Draft, env: Env) -> Draft:
+    draft.chosen = named_only(draft.chosen, draft.hits, draft.question.words)
+    return draft
+
+
+# ----------------------------------------------------------------------------- checks
+
+def check_words(draft: Draft, env: Env) -> Draft:
+    q = draft.question
+    if not says_any_of(q.weights, draft.chosen, draft.hits, q.text):
+        draft.declined = declines.NO_SENTENCE_ANSWERS
+    return draft
+
+
+def subject_decline(terms: Sequence[Term], chosen: Sequence[Candidate], hits: Sequence[Hit],
+                    tuning: Tuning = TUNING, months: frozenset[str] = frozenset(), question: str = "") -> str | None:
+    """Why the chosen sentences (with their headings and titles) do not answer what the question is
+    about, or None when they do: they state another period than the months it asks about, or name
+    under `min_subject_coverage` of its subject terms' weight. A smaller share
+    (`named_page_coverage`) is enough where the question names one of the quoted pages by its
+    title: its other names are then about what the answer leads to or stands beside."""
+    named = set().union(*(_named(c, hits) for c in chosen))
+    if other_period(months, named):
+        return declines.OTHER_PERIOD
+    if not terms:
+        return None
+    closest = max(c.similarity for c in chosen)
+    if closest >= tuning.subject_free_similarity and not any(t.identifier for t in terms):
+        return None  # a sentence so close in meaning that other words say it (an identifier never is)
+    paraphrased = closest >= tuning.paraphrase_similarity
+    reworded = closest >= tuning.unused_word_similarity
+    text = " ".join(said(c, hits) for c in chosen)
+    coverage = subject_coverage(terms, named, paraphrased, text, reworded)
+    if coverage >= tuning.min_subject_coverage:
+        return None
+    if coverage >= tuning.named_page_coverage and names_a_subject_page(question, terms, chosen, hits):
+        return None
+    return declines.SUBJECT_NOT_COVERED
+
+
+def check_subject(draft: Draft, env: Env) -> Draft:
+    q = draft.question
+    draft.declined = subject_decline(q.terms, draft.chosen, draft.hits, env.tuning, q.months, q.text)
+    return draft
+
+
+def reading_order(draft: Draft, env: Env) -> Draft:
+    """The best sentence's excerpt first; within an excerpt, sentences in the order they are written."""
+    first_rank: dict[int, int] = {}
+    for rank, c in enumerate(draft.chosen):
+        first_rank.setdefault(c.excerpt, rank)
+    draft.chosen = sorted(draft.chosen, key=lambda c: (first_rank[c.excerpt], c.position))
+    return draft
+
+
+Step = Callable[[Draft, Env], Draft]
+STEPS: tuple[Step, ...] = (
+    score_sentences, lead_with_holding_document, answer_parts, choose, add_how, add_subject,
+    keep_named_pages, check_words, check_subject, reading_order,
+)
+
+
+def run(draft: Draft, env: Env, steps: Sequence[Step] = STEPS) -> Draft:
+    """The steps in order, each recorded; a step that declines ends the run (no sentences are kept)."""
+    for step in steps:
+        before = list(draft.chosen)
+        draft = step(draft, env)
+        if draft.declined:
+            draft.chosen = []
+        draft.record(step.__name__, before)
+        if draft.declined:
+            break
+    return draft
