@@ -59,10 +59,34 @@ def _preamble(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def decline_counts(rows: Sequence[dict[str, Any]], flag: str) -> dict[str, dict[str, int]]:
+    """How many declined answers of each question kind gave each reason (rag/synthesize/declines.py);
+    `flag` is the row's key that says it declined. An answer that cites nothing without declining
+    counts as `no_citation`."""
+    counts: dict[str, dict[str, int]] = {}
+    for row in rows:
+        if row.get(flag):
+            reason = row.get("declined_reason") or "no_citation"
+            kind = counts.setdefault(str(row.get("kind", "all")), {})
+            kind[reason] = kind.get(reason, 0) + 1
+    return counts
+
+
+def declines_markdown(counts: dict[str, dict[str, int]]) -> list[str]:
+    """The 'why answers declined' table: a row per reason, a column per question kind."""
+    if not counts:
+        return []
+    kinds = sorted(counts)
+    reasons = sorted({r for by in counts.values() for r in by})
+    rows = [[reason, *(str(counts[k].get(reason, 0)) for k in kinds)] for reason in reasons]
+    return ["", "## Why answers declined", "", _markdown_table(["reason", *kinds], rows)]
+
+
 def markdown(summary: dict[str, Any]) -> str:
     parts = [f"# Answers and citations: {summary['dataset']}", "", *_preamble(summary)]
     for group, scores in summary["scores"].items():
         parts += ["", f"## {GROUP_TITLES.get(group, group)}", "", _markdown_table(*table_rows(scores))]
+    parts += declines_markdown(summary.get("declined_reasons", {}))
     return "\n".join(parts) + "\n"
 
 
@@ -188,7 +212,8 @@ def pages_markdown(summary: dict[str, Any]) -> str:
     if support:
         lines.append(f"Citation support judged by `{support['judge']}` on {support['answers_judged']} answers: "
                      f"recall {fmt(support['support_recall'])}, precision {fmt(support['support_precision'])}.")
-    return "\n".join([*lines, "", _markdown_table(*pages_table_rows(summary))]) + "\n"
+    return "\n".join([*lines, "", _markdown_table(*pages_table_rows(summary)),
+                      *declines_markdown(summary.get("declined_reasons", {}))]) + "\n"
 
 
 def write_pages_run(out: Path, summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> None:

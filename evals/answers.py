@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from evals.answer_metrics import aggregate, score_answer
+from evals.answer_report import decline_counts
 from evals.metrics import recall
 from evals.qa import QADataset, Question, load_qa, make_unanswerable
 from evals.retrieval import Bench, corpus_id, documents, eval_home, eval_settings, open_bench, progress_bar
@@ -79,7 +80,7 @@ def _row(q: Question, answer: Answer, bodies: dict[str, str]) -> dict[str, Any]:
     cited = [corpus_id(s.source_id) for s in answer.sources]
     refused = _refused(answer)
     return {
-        "answer": answer.text, "cited": cited, "refused": refused,
+        "answer": answer.text, "cited": cited, "refused": refused, "declined_reason": answer.declined,
         "scores": score_answer(answer.text, cited, refused, q.answers, q.gold, valid_numbers(answer, bodies)),
     }
 
@@ -161,6 +162,7 @@ def run_answer_eval(
         "unanswerable": {"fraction": options.unanswerable, "seed": options.seed, "questions": len(unanswerable),
                          "removed_records": len(dataset.removed), "ids": unanswerable},
         "scores": _summaries(rows),
+        "declined_reasons": decline_counts(rows, "refused"),
         "citation_support": support,
         **run_facts(settings, started, ingested, asked, load_before),
     }

@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from evals.answer_report import decline_counts
+
 REPO = Path(__file__).resolve().parents[1]
 QUESTIONS = REPO / "evals" / "fixtures" / "handbook_questions.yaml"
 HANDBOOK = REPO.parent / "shared" / "datasets" / "handbook_18f" / "pages"
@@ -83,6 +85,7 @@ def score(svc: Any, principal: Any, data: dict[str, list[dict[str, Any]]], repea
                 "id": q["id"],
                 "kind": q.get("kind", kind),
                 "abstained": answer.abstained,
+                "declined": answer.declined,
                 "top_similarity": round(best[0].vector_similarity or 0.0, 3) if best else 0.0,
                 "right_page": bool(answer.sources) and answer.sources[0].source_id.endswith(tuple(pages or ["\0"])),
                 "cited_right_page": any(s.source_id.endswith(p) for s in answer.sources for p in pages),
@@ -102,6 +105,7 @@ def score(svc: Any, principal: Any, data: dict[str, list[dict[str, Any]]], repea
         "citations_valid": share(rows, "valid"),
         "off_topic_abstained": share([r for r in rows if r["kind"] == "off-topic"], "abstained"),
         "near_topic_abstained": share([r for r in rows if r["kind"] == "near-topic"], "abstained"),
+        "declined_reasons": decline_counts([{**r, "declined_reason": r["declined"]} for r in rows], "abstained"),
         "answerable_min_similarity": min((r["top_similarity"] for r in answerable), default=0.0),
         "off_topic_max_similarity": max((r["top_similarity"] for r in rows if r["kind"] == "off-topic"), default=0.0),
         "asks_timed": len(latencies),

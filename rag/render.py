@@ -131,6 +131,7 @@ def answer_response(answer: "Answer", excerpt_chars: int = 2000) -> tuple[dict[s
         "sources": [source_payload(s, excerpt_chars) for s in answer.sources],
         "synthesizer": answer.synthesizer,
         "abstained": answer.abstained,
+        "declined": answer.declined,  # why it abstained (rag/synthesize/declines.py), null when it answered
     }
     return payload, answer_text(answer)
 

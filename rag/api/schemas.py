@@ -72,4 +72,7 @@ class AskResponse(BaseModel):
     sources: list[AnswerSource] = Field(description="The cited sources in citation order; empty when nothing was relevant.")
     synthesizer: str = Field(description="`extractive`, or `llm:<model>`.")
     abstained: bool = Field(description="true when the knowledge base had nothing on the question.")
+    declined: str | None = Field(None, description=(
+        "Why it abstained, by name: off_topic, no_sentences, no_sentence_answers, subject_not_covered, "
+        "other_period, model_declined (docs/architecture.md); null when it answered."))
     text: str = Field(description="The text block of ask_knowledge: the answer, then `Sources:` lines.")

@@ -74,6 +74,10 @@ class AskKnowledgeOutput(TypedDict):
     sources: Annotated[list[KnowledgeSource], Field(description=(
         "The sources the answer drew on, in citation order. Empty when the knowledge base had nothing relevant."
     ))]
+    declined: NotRequired[Annotated[str, Field(description=(
+        "Present when the answer declines: why, by name (off_topic, no_sentences, no_sentence_answers, "
+        "subject_not_covered, other_period, model_declined)."
+    ))]]
 
 
 class KnowledgeBaseHit(KnowledgeHit):

@@ -4,7 +4,8 @@ rag/render.py (the same text blocks `rag search` and `rag ask` print).
 The document fixes the structured output as `{"results", "truncated"}` and `{"answer",
 "sources"}`, each source with source_id, document_id, title, score and source (and `page` for a
 PDF's excerpt: issue 18's page-level citations; `url` for a document a source brought, issue 29;
-each absent otherwise); the shared payloads carry more for the CLI and the HTTP API (the query,
+each absent otherwise; `declined`, the reason an answer declined, issue 30, absent when it
+answers); the shared payloads carry more for the CLI and the HTTP API (the query,
 cited spans, the synthesizer), which is left out here so the tool says exactly what its document says.
 """
 
@@ -32,4 +33,7 @@ def ask_knowledge_output(answer: Answer, excerpt_chars: int) -> Output:
     sources: list[dict[str, Any]] = [
         {key: source[key] for key in SOURCE_FIELDS if key in source} for source in payload["sources"]
     ]
-    return Output({"answer": payload["answer"], "sources": sources}, text)
+    structured: dict[str, Any] = {"answer": payload["answer"], "sources": sources}
+    if answer.declined:
+        structured["declined"] = answer.declined  # an added field, like `url`; the text block is the seed's
+    return Output(structured, text)

@@ -13,6 +13,7 @@ from rag.api.errors import status_of
 from rag.api.sse import guarded, sse
 from rag.errors import RagError
 from rag.service.identity.sessions import SIGNED_OUT
+from rag.synthesize import declines
 from rag.synthesize.types import Answer, AnswerEvent
 from rag.web.caller import CSRF_REFUSED, Caller, SignInNeeded, original_link, templates
 
@@ -101,6 +102,7 @@ def answer_payload(answer: Answer) -> dict[str, Any]:
     its lanes, a link to each cited excerpt inside its document version, and the original's URL."""
     return {
         "answer": answer.text, "abstained": answer.abstained,
+        "declined": answer.declined, "declined_reason": declines.describe(answer.declined),
         "sources": [
             {
                 "number": source.number, "title": source.title, "node_id": source.first.node_id,

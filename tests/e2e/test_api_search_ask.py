@@ -144,8 +144,8 @@ def test_ask_has_the_shape_of_ask_knowledge(api):
         nothing = client.post("/v1/ask", json={"query": "What is the capital of Mongolia?"})
     assert response.status_code == 200, response.text
     payload = response.json()
-    assert set(payload) == {"answer", "sources", "synthesizer", "abstained", "text"}
-    assert payload["synthesizer"] == "extractive" and payload["abstained"] is False
+    assert set(payload) == {"answer", "sources", "synthesizer", "abstained", "declined", "text"}
+    assert payload["synthesizer"] == "extractive" and payload["abstained"] is False and payload["declined"] is None
     assert payload["sources"][0]["document_id"] == LEAVE_DOC
     numbers = sorted({int(n) for n in re.findall(r"\[(\d+)\]", payload["answer"])})
     assert numbers == list(range(1, len(payload["sources"]) + 1))
@@ -153,7 +153,7 @@ def test_ask_has_the_shape_of_ask_knowledge(api):
     assert answer == payload["answer"] and sources.startswith(f"[1] {payload['sources'][0]['title']} ({LEAVE_DOC}, score 0.")
     assert nothing.json() | {"text": ""} == {
         "answer": "The knowledge base has nothing on this question.", "sources": [], "synthesizer": "extractive",
-        "abstained": True, "text": "",
+        "abstained": True, "declined": "off_topic", "text": "",
     }
 
 

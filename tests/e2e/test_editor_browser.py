@@ -19,6 +19,7 @@ import pytest
 
 from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
+from rag.synthesize.declines import REASONS, describe
 
 from ..support.api_support import LEAVE_QUESTION, LiveServer, build_home
 from ..support.editor import sync_linked_pages
@@ -267,6 +268,8 @@ def test_an_answers_citation_opens_the_highlighted_excerpt(site: Site) -> None:
     site.css("#ask").click()
     site.wait(lambda d: d.find_element("css selector", "#answer").get_attribute("data-done"), "the declined answer")
     assert site.css("#declined").is_displayed() and not site.all("#sources > li")
+    # The reason is said in words (rag/synthesize/declines.py), not only that it declined.
+    assert site.css("#declined-reason").text in {describe(r) for r in REASONS}
 
 
 def test_a_document_holding_a_script_renders_inert(site: Site) -> None:

@@ -390,7 +390,7 @@ def test_api_a_model_that_declines(api, server):
         with http.stream("POST", "/v1/ask", json={"query": LEAVE_QUESTION, "stream": True}) as response:
             events = sse_events(response)
     assert whole | {"text": ""} == {"answer": ABSTENTION, "sources": [], "synthesizer": "llm:openai/main-model",
-                                    "abstained": True, "text": ""}
+                                    "abstained": True, "declined": "model_declined", "text": ""}
     assert [json.loads(data) for name, data in events if name != "delta"] == [{"sources": []}, whole]
     assert "".join(json.loads(data)["text"] for name, data in events if name == "delta") == ABSTENTION
     client = openai_client(api)

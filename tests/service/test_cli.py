@@ -119,7 +119,7 @@ def test_ask_json_text_and_errors(cli_home):
     result = rag(home, "ask", question, "--json")
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
-    assert set(payload) == {"answer", "sources", "synthesizer", "abstained"} and payload["synthesizer"] == "extractive"
+    assert set(payload) == {"answer", "sources", "synthesizer", "abstained", "declined"} and payload["synthesizer"] == "extractive"
     first = payload["sources"][0]
     assert {"source_id", "document_id", "title", "score", "source", "excerpt", "excerpts"} <= set(first)
     assert first["document_id"] == first["source_id"] == "fs:default:default:travel-and-leave/leave.md"

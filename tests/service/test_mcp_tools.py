@@ -13,6 +13,7 @@ import pytest
 
 from rag.settings import LLMSettings, Settings
 from rag.store.models import Workspace
+from rag.synthesize.declines import REASONS
 
 from ..support.mcp_support import LEAVE_QUESTION, TOOL_NAMES, handbook_world, run, session, text, token
 
@@ -69,7 +70,9 @@ def test_every_tool_is_listed_with_hints_and_schemas(world):
     assert tools["get_document_version"].input_schema["properties"]["version_number"]["minimum"] == 1
     for name in ("get_document", "move_node", "list_children", "get_folder_tree", "publish_document_version"):
         assert not {"source_id", "document_id"} & set(tools[name].input_schema["properties"])
-    assert set(tools["ask_knowledge"].output_schema["properties"]) == {"answer", "sources"}
+    ask = tools["ask_knowledge"].output_schema
+    assert set(ask["properties"]) == {"answer", "sources", "declined"}  # `declined`: added, present only then
+    assert set(ask["required"]) == {"answer", "sources"}
     assert set(tools["search_knowledge"].output_schema["properties"]) == {"results", "truncated"}
 
 
@@ -109,7 +112,7 @@ def test_ask_knowledge_cites_in_order_and_abstains(world):
 
     cited, abstained, errors = run(main)
     answer = cited.structured_content
-    assert set(answer) == {"answer", "sources"}
+    assert set(answer) == {"answer", "sources"}  # `declined` is added only to an answer that declines
     # Renumbered in order of first citation, [99] (no such excerpt) dropped; one number per document.
     numbers = [int(n) for n in re.findall(r"\[(\d+)\]", answer["answer"])]
     assert answer["answer"].startswith("Employees earn annual leave every pay period [1].")
@@ -122,6 +125,7 @@ def test_ask_knowledge_cites_in_order_and_abstains(world):
              for n, s in enumerate(answer["sources"], start=1)]
     assert text(cited) == answer["answer"] + "\n\nSources:\n" + "\n".join(lines)
     assert abstained.structured_content["sources"] == []
+    assert abstained.structured_content["declined"] in REASONS  # why, by name; the text block stays the seed's
     assert text(abstained) == abstained.structured_content["answer"]  # no sources: the answer alone
     assert errors == ["Tool failed: `query` must be a non-empty string"] * 2
 

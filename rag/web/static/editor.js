@@ -189,6 +189,8 @@ async function ask(form) {
           renderAnswer(box, payload.answer, payload.sources);
           renderSources(list, payload.sources);
           declined.hidden = !payload.abstained;
+          const reason = document.getElementById("declined-reason");
+          if (reason) reason.textContent = payload.declined_reason || "";
           box.dataset.done = "true";
         } else if (name === "error") {
           box.textContent = payload.error.message;
