@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.progress import Progress
 from sqlalchemy import select
 
+from evals.answer_report import decline_counts
 from evals.answers import AnswerEvalOptions, _settings, _support, run_facts
 from evals.page_metrics import TOP, groups, score_question, text_found
 from evals.pages import PageQuestion, PagesDataset, load_pages, page_id, split_of
@@ -43,6 +44,7 @@ class PagesEvalOptions:
     home: Path | None = None
     embed_cache: Path | None = None
     judge: str | None = None  # a litellm model for citation support; "none": no judge
+    questions: Path | None = None  # a questions file instead of the dataset's questions.jsonl
 
 
 def _split(question_id: str) -> str | None:
@@ -84,10 +86,12 @@ def _ask_all(bench: Bench, dataset: PagesDataset, progress: Progress) -> list[di
         found = _text_found(bench, dataset, q)
         scores = score_question(q, answer.text, cited, top, refused, numbers, found)
         rows.append({
-            "id": q.id, "kind": q.kind, "split": _split(q.id), "question": q.question, "answerable": q.answerable,
+            "id": q.id, "kind": q.kind, "behaviour": q.behaviour, "split": _split(q.id), "question": q.question,
+            "answerable": q.answerable,
             "gold_pages": list(q.gold_pages), "gold_page_number": q.gold_page_number,
             "answer_keys": list(q.answer_keys), "key_rule": q.key_rule, "gold_rule": q.gold_rule,
             "answer": answer.text, "cited_pages": cited, "top5_pages": top, "declined": refused,
+            "declined_reason": answer.declined,
             "cited_page_numbers": {p: n for p, n in numbers.items() if n},
             "key_hit": None if scores["key_hit"] is None else scores["key_hit"] == 1.0, "scores": scores,
             "latency_ms": round(latency, 1), "_answer": answer,
@@ -143,7 +147,7 @@ def run_pages_eval(
     started = time.perf_counter()
     load_before = os.getloadavg()
     console = console or Console(stderr=True)
-    dataset = load_pages(options.dataset, options.split, options.limit)
+    dataset = load_pages(options.dataset, options.split, options.limit, options.questions)
     with ExitStack() as stack, progress_bar(console) as progress:
         home = eval_home(stack, options.home)
         settings, judge = _settings(
@@ -167,9 +171,11 @@ def run_pages_eval(
         del row["_answer"]
     summary = {
         "dataset": dataset.name, "layout": "pages", "synthesizer": synthesizer, "split": dataset.split,
+        "questions_file": str(dataset.questions_file) if dataset.questions_file else None,
         "questions": len(rows), "dataset_questions": dataset.total_questions,
         "corpus_records": ingest["pages"], "ingest": ingest,
         "scores": {group: {"rag": figures} for group, figures in groups(rows, dataset.split).items()},
+        "declined_reasons": decline_counts(rows, "declined"),
         "citation_support": support,
         **run_facts(settings, started, ingested, asked, load_before),
     }

@@ -113,6 +113,10 @@ def groups(rows: Sequence[Mapping[str, Any]], split: str = "all") -> dict[str, d
     every question, also over each split (odd: calibration, even: held out)."""
     kinds = list(dict.fromkeys(r["kind"] for r in rows))
     result = {kind: aggregate([r for r in rows if r["kind"] == kind]) for kind in kinds}
+    # The dev questions' behaviours (paraphrase, two_part, …), each a group of its own after the kinds.
+    for behaviour in dict.fromkeys(r["behaviour"] for r in rows if r.get("behaviour")):
+        if behaviour not in result:
+            result[behaviour] = aggregate([r for r in rows if r.get("behaviour") == behaviour])
     result["all"] = aggregate(rows)
     if split == "all":
         for part in ("odd", "even"):

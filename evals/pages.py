@@ -19,6 +19,12 @@ Word. A file it refuses (office_docs' encrypted and image-only PDFs) is listed a
 reason, and the questions about it as missing their gold pages. A PDF question's `page` is scored
 against the pages of the excerpts the answer cites (`page_cited`, evals/page_metrics.py).
 
+Any record may add `behaviour` (what general behaviour of an answer it tests: paraphrase,
+two_part, value, fact_absent, problem_fix, plain; evals/fixtures/dev/README.md); the report then
+has a column per behaviour beside the kinds. `--questions FILE` reads the questions from FILE
+instead of the dataset's questions.jsonl; the folder ingested is then DIR/pages, DIR/files, or DIR
+itself (`rag eval run --dataset docs --questions evals/fixtures/dev/project_docs.jsonl`).
+
 `--split odd|even` keeps the questions whose id ends in an odd (uv001, uv003, …: the calibration
 split, for tuning) or even number (uv002, …: the held-out split that figures are reported on).
 """
@@ -50,6 +56,7 @@ class PageQuestion:
     key_rule: str = SUBSTRING
     gold_rule: str = ANY
     support: str = ""
+    behaviour: str = ""  # the general behaviour it tests (dev questions), empty otherwise
 
     @property
     def answerable(self) -> bool:
@@ -62,19 +69,22 @@ class PagesDataset:
     root: Path  # the folder of pages that is ingested
     questions: list[PageQuestion]
     split: str = "all"
-    total_questions: int = 0  # in questions.jsonl, before the split and the limit
+    total_questions: int = 0  # in the questions file, before the split and the limit
+    questions_file: Path | None = None  # where the questions came from, when not DIR/questions.jsonl
 
     @property
     def name(self) -> str:
         return self.path.name
 
 
-def page_folder(path: str | Path) -> Path | None:
-    """The folder of pages of a pages-layout dataset (`pages/` or `files/`), else None."""
+def page_folder(path: str | Path, questions: str | Path | None = None) -> Path | None:
+    """The folder of pages of a pages-layout dataset (`pages/` or `files/`), else None. With a
+    questions file of its own, any folder is one: its `pages/` or `files/`, else itself."""
     root = Path(path)
-    if not (root / "questions.jsonl").is_file():
+    if questions is None and not (root / "questions.jsonl").is_file():
         return None
-    return next((root / name for name in PAGE_FOLDERS if (root / name).is_dir()), None)
+    folder = next((root / name for name in PAGE_FOLDERS if (root / name).is_dir()), None)
+    return folder if folder is not None or questions is None else (root if root.is_dir() else None)
 
 
 def is_pages_layout(path: str | Path) -> bool:
@@ -98,10 +108,11 @@ def question_from_record(record: dict[str, Any]) -> PageQuestion:
     qid, text = str(record["_id"]), str(record["question"])
     keys = _strings(record.get("answer_keys"))
     support = str(record.get("support") or "")
+    behaviour = str(record.get("behaviour") or "")
     if "gold_pages" in record:  # uv_docs
         kind = str(record.get("kind") or ("answerable" if keys else "no_answer"))
         return PageQuestion(qid, text, kind, _strings(record["gold_pages"]), None, keys, SUBSTRING,
-                            ALL if kind == "multi" else ANY, support)
+                            ALL if kind == "multi" else ANY, support, behaviour)
     if "file" in record:  # office_docs
         file = record.get("file")
         page = record.get("page")
@@ -112,25 +123,30 @@ def question_from_record(record: dict[str, Any]) -> PageQuestion:
         else:
             kind = Path(str(file)).suffix.lstrip(".").lower() or "file"
         return PageQuestion(qid, text, kind, _strings([file] if file else []), int(page) if page is not None else None,
-                            keys, WORD, ANY, support)
+                            keys, WORD, ANY, support, behaviour)
     raise ValueError(f"question {qid}: neither `gold_pages` nor `file` (not a pages-layout question)")
 
 
-def load_pages(path: str | Path, split: str = "all", limit: int | None = None) -> PagesDataset:
-    """The questions of `split` (all, odd or even), the first `limit` of them."""
+def load_pages(path: str | Path, split: str = "all", limit: int | None = None,
+               questions_file: str | Path | None = None) -> PagesDataset:
+    """The questions of `split` (all, odd or even), the first `limit` of them; from
+    `questions_file` when given, else the dataset's questions.jsonl."""
     if split not in SPLITS:
         raise ValueError(f"--split must be one of {', '.join(SPLITS)}")
     root = Path(path).expanduser().resolve()
-    folder = page_folder(root)
+    source = Path(questions_file).expanduser().resolve() if questions_file is not None else None
+    if source is not None and not source.is_file():
+        raise FileNotFoundError(f"{source}: no such questions file")
+    folder = page_folder(root, source)
     if folder is None:
         raise FileNotFoundError(f"{root}: expected questions.jsonl beside a pages/ or files/ folder")
-    questions = [question_from_record(r) for r in _jsonl(root / "questions.jsonl")]
+    questions = [question_from_record(r) for r in _jsonl(source or root / "questions.jsonl")]
     total = len(questions)
     if split != "all":
         questions = [q for q in questions if split_of(q.id) == split]
     if limit is not None:
         questions = questions[:limit]
-    return PagesDataset(root, folder, questions, split, total)
+    return PagesDataset(root, folder, questions, split, total, source)
 
 
 def page_id(source_id: str) -> str:

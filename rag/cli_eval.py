@@ -138,6 +138,11 @@ def run(
     judge: Optional[str] = typer.Option(
         None, "--judge", help="litellm model judging citation support (default: RAG_LLM_MODEL; 'none': skip)."
     ),
+    questions: Optional[Path] = typer.Option(
+        None, "--questions", exists=True, dir_okay=False,
+        help="Pages layout: questions from this JSONL file instead of DATASET/questions.jsonl; the folder "
+        "ingested is DATASET/pages, DATASET/files or DATASET itself.",
+    ),
     out: Optional[Path] = typer.Option(None, "--out", file_okay=False, help="Write the report files here."),
     home: Optional[Path] = typer.Option(None, "--home", help="Keep the ingested store here (default: a temp dir)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -150,10 +155,10 @@ def run(
     from evals.answers import AnswerEvalOptions, run_answer_eval
     from evals.pages import is_pages_layout
 
-    if is_pages_layout(dataset):
+    if questions is not None or is_pages_layout(dataset):
         if unanswerable:
             raise _fail(ValueError("--unanswerable applies to the HotpotQA layout, not to a pages layout")) from None
-        _run_pages(dataset, synthesizer, split.value, limit, judge, out, home, as_json)
+        _run_pages(dataset, synthesizer, split.value, limit, judge, out, home, as_json, questions)
         return
     if split is not Split.all:
         raise _fail(ValueError("--split applies to a pages layout (questions.jsonl beside pages/ or files/)")) from None
@@ -187,7 +192,7 @@ def _run_and_write(run: Callable[[], tuple[dict, list]], write: Callable[[Path, 
 
 
 def _run_pages(dataset: Path, synthesizer: Optional[str], split: str, limit: Optional[int], judge: Optional[str],
-               out: Optional[Path], home: Optional[Path], as_json: bool) -> None:
+               out: Optional[Path], home: Optional[Path], as_json: bool, questions: Optional[Path] = None) -> None:
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -195,7 +200,7 @@ def _run_pages(dataset: Path, synthesizer: Optional[str], split: str, limit: Opt
     from evals.answer_report import pages_table_rows, write_pages_run
     from evals.page_answers import PagesEvalOptions, run_pages_eval
 
-    options = PagesEvalOptions(dataset, synthesizer, split, limit, home, judge=judge)
+    options = PagesEvalOptions(dataset, synthesizer, split, limit, home, judge=judge, questions=questions)
     summary = _run_and_write(lambda: run_pages_eval(options, Console(stderr=True)), write_pages_run, out, as_json)
     if summary is None:
         return

@@ -152,6 +152,32 @@ def test_both_question_formats_normalise_to_one(tmp_path: Path) -> None:
     assert dataset.root == (root / "files").resolve() and dataset.name == "mini"
 
 
+def test_a_questions_file_of_its_own_and_its_behaviours(tmp_path: Path) -> None:
+    # `--questions FILE`: any folder is a pages dataset (its pages/ or files/, else itself), and a
+    # record's `behaviour` gives a group of its own beside the kinds.
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nuv export writes requirements.\n")
+    questions = tmp_path / "dev.jsonl"
+    records = [
+        {"_id": "pd-001", "question": "Q1?", "kind": "howto", "behaviour": "paraphrase", "gold_pages": ["a.md"],
+         "answer_keys": ["uv export"], "support": "uv export writes requirements."},
+        {"_id": "pd-002", "question": "Q2?", "kind": "near_topic", "behaviour": "fact_absent", "gold_pages": [],
+         "answer_keys": [], "support": ""},
+    ]
+    questions.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert not is_pages_layout(docs)
+    dataset = load_pages(docs, questions_file=questions)
+    assert dataset.root == docs.resolve() and dataset.questions_file == questions.resolve()
+    assert [(x.id, x.behaviour) for x in dataset.questions] == [("pd-001", "paraphrase"), ("pd-002", "fact_absent")]
+    with pytest.raises(FileNotFoundError, match="no such questions file"):
+        load_pages(docs, questions_file=tmp_path / "missing.jsonl")
+    rows = [{**_row(x, "odd", "uv export [1]", ["a.md"], ["a.md"], False, 10.0), "behaviour": x.behaviour}
+            for x in dataset.questions]
+    assert list(groups(rows)) == ["howto", "near_topic", "paraphrase", "fact_absent", "all", "odd"]
+    assert groups(rows)["fact_absent"]["declined"] == 0.0 and groups(rows)["paraphrase"]["key_hit"] == 1.0
+
+
 def test_compare_judges_a_pages_run_by_kind_and_wrongly_declined_by_its_growth() -> None:
     figures = {"questions": 10, "answerable": 10, "retrieval@5": 0.9, "gold_found@5": None, "gold_cited": 0.8,
                "key_hit": 0.5, "wrongly_declined": 0.1, "declined": None, "latency_p50_ms": 100.0,
