@@ -13,6 +13,7 @@ NO_SENTENCES = "no_sentences"
 NO_SENTENCE_ANSWERS = "no_sentence_answers"
 SUBJECT_NOT_COVERED = "subject_not_covered"
 OTHER_PERIOD = "other_period"
+FACT_NOT_STATED = "fact_not_stated"
 MODEL_DECLINED = "model_declined"
 
 REASONS: dict[str, str] = {
@@ -21,6 +22,7 @@ REASONS: dict[str, str] = {
     NO_SENTENCE_ANSWERS: "the best sentences hold none of the question's words (only their headings or titles do)",
     SUBJECT_NOT_COVERED: "the best sentences do not name what the question is about (its names, identifiers, rare words)",
     OTHER_PERIOD: "the best sentences are about another month than the one asked about",
+    FACT_NOT_STATED: "the best sentences are on the topic but state no value of the kind asked for (a number, a date, a setting)",
     MODEL_DECLINED: "the model found no answer in the excerpts",
 }
 

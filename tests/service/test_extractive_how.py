@@ -1,5 +1,5 @@
 """A how-to answer quotes the sentence that says how beside the one that says what happens
-(rag/synthesize/extractive/steps.py, `with_how`): on the uv documentation, "If the lockfile is not
+(rag/synthesize/extractive/steps.py, `with_neighbours`): on the uv documentation, "If the lockfile is not
 up-to-date, uv will raise an error" was quoted without the `--locked` option the paragraph before
 it shows. By hand (the real sentence reader, no model), and once through `rag ask`'s pipeline."""
 
@@ -13,7 +13,14 @@ from rag.retrieve.types import Hit
 from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
 from rag.synthesize.extractive import Candidate
-from rag.synthesize.extractive.steps import find_sentences, select, with_how
+from rag.synthesize.extractive.question import Question
+from rag.synthesize.extractive.steps import find_sentences, select, with_neighbours
+
+HOW = Question("How do I keep the lockfile as it is?", howto=True)
+
+
+def with_how(chosen: list[Candidate], found: list[Candidate]) -> list[Candidate]:
+    return with_neighbours(chosen, found, HOW)
 
 SYNC = """\
 # Locking and syncing
@@ -79,7 +86,10 @@ def test_no_neighbour_that_says_how_adds_nothing() -> None:
 def test_a_neighbour_under_another_heading_is_not_taken() -> None:
     found = pool(SYNC.replace("If the lockfile is not", "## Errors\n\nIf the lockfile is not"))
     error = one(found, "If the lockfile is not up-to-date")
-    assert with_how([error], found) == [error]
+    texts = [c.text for c in with_how([error], found)]
+    # The code before it is under the other heading; the option after it, under its own, is taken.
+    assert not any("--locked" in text for text in texts)
+    assert texts[:1] == [error.text] and all("--frozen" in text for text in texts[1:])
 
 
 def test_the_asked_answer_shows_the_option(tmp_path: Path) -> None:

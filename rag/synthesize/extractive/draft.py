@@ -48,6 +48,7 @@ class Draft:
     pool: list[Candidate] = field(default_factory=list)  # every sentence of the excerpts
     ranked: list[Candidate] = field(default_factory=list)  # those scored by meaning too, best first
     parts: list[tuple[Candidate, set[int]]] = field(default_factory=list)  # each part's best, and as good
+    uncovered: list[str] = field(default_factory=list)  # the parts of the question no sentence answers
     chosen: list[Candidate] = field(default_factory=list)  # the answer's sentences
     declined: str | None = None  # a reason of rag.synthesize.declines; the answer then declines
     trace: list[StepRecord] = field(default_factory=list)

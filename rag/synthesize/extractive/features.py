@@ -8,8 +8,10 @@ points elsewhere ("see below") or introduces a page answers nothing by itself, a
 almost nothing to the question's own words restates it. Every bonus grows with how much of the
 question the sentence holds (`relevant`): code or a number about something else says nothing.
 
-The kind part of the score is `KIND_WEIGHTS · kind_features`; the whole sentence score is
-`meaning + tuning.lexical * held + kind + tuning.rank_prior * rank` (docs/architecture.md).
+The score is one weighted sum of declared features, `SCORE_WEIGHTS · features`: the meaning
+(cosine similarity, weight 1: the scale the others are read in), the share of the question's
+words held (`lexical`), the retriever's order (`rank_prior`) and the kind features below. Their
+weights are fitted by `python -m evals.fit_answers` (tuning.py, fitted.json).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rag.retrieve.text import STOPWORDS, WORD, porter_stem
-from rag.synthesize.extractive.kinds import ACTION, CODE, INTRO, KINDS, NEGATION, POINTER, STEP
+from rag.synthesize.extractive.kinds import ACTION, CODE, FAILURE, FIX, INTRO, KINDS, NEGATION, POINTER, STEP
 from rag.synthesize.extractive.tuning import TUNING, Tuning
 
 if TYPE_CHECKING:
@@ -34,6 +36,14 @@ KIND_WEIGHTS: dict[str, tuple[str, float]] = {
     "intro": ("intro_penalty", -1.0),
     "step": ("step_penalty", -1.0),
     "restates": ("restates_penalty", -1.0),
+    "fixes": ("fix_bonus", 1.0),  # gives a step, where the question describes a failure (times relevant)
+}
+# The whole score: meaning, the words held and the retriever's order, then the kinds.
+SCORE_WEIGHTS: dict[str, tuple[str | None, float]] = {
+    "similarity": (None, 1.0),
+    "held": ("lexical", 1.0),
+    "rank": ("rank_prior", 1.0),
+    **KIND_WEIGHTS,
 }
 
 
@@ -60,7 +70,7 @@ def says_how(c: Candidate) -> bool:
 
 
 def kind_features(c: Candidate, asks: set[str], question_stems: set[str], held: float,
-                  tuning: Tuning = TUNING) -> dict[str, float]:
+                  tuning: Tuning = TUNING, problem: bool = False) -> dict[str, float]:
     """The sentence's kind features (the names of `KIND_WEIGHTS`), 0 where absent."""
     relevant = min(1.0, tuning.relevant_scale * held)
     howto = "howto" in asks
@@ -80,6 +90,7 @@ def kind_features(c: Candidate, asks: set[str], question_stems: set[str], held: 
         "intro": 1.0 if INTRO.search(c.text) else 0.0,
         "step": 1.0 if STEP.search(c.text) else 0.0,
         "restates": 1.0 if restated else 0.0,
+        "fixes": relevant if problem and (FIX.search(c.text) or has_code) and not FAILURE.search(c.text) else 0.0,
     }
 
 
@@ -87,6 +98,22 @@ def weigh(features: dict[str, float], tuning: Tuning = TUNING) -> float:
     """Kind features weighed by `KIND_WEIGHTS`: what they add to a sentence's score."""
     return sum(sign * getattr(tuning, name) * features[feature]
                for feature, (name, sign) in KIND_WEIGHTS.items() if features.get(feature))
+
+
+def sentence_score(features: dict[str, float], tuning: Tuning = TUNING) -> float:
+    """The sentence score: every declared feature times its weight (`SCORE_WEIGHTS`)."""
+    return sum(sign * (getattr(tuning, name) if name else 1.0) * features[feature]
+               for feature, (name, sign) in SCORE_WEIGHTS.items() if features.get(feature))
+
+
+def holds_asked(c: Candidate, asks: set[str]) -> bool | None:
+    """Does the sentence (or what it introduces) state what the question asks for, where the
+    question asks for a kind an answer must state (`Kind.required`)? None when it asks for none."""
+    required = [kind for kind in KINDS if kind.name in asks and kind.required and kind.holds is not None]
+    if not required:
+        return None
+    text = f"{c.text} {c.attachment}"
+    return any(kind.holds.search(text) for kind in required)
 
 
 def kind_score(c: Candidate, asks: set[str], question_stems: set[str], held: float, tuning: Tuning = TUNING) -> float:

@@ -1,9 +1,12 @@
 """What a question asks for and what a sentence looks like, as English cue patterns, in one table.
 
 A question *kind* is one row of `KINDS`: the pattern that says a question asks for it, the pattern
-that says a sentence holds such an answer, and the feature of the sentence score it feeds
-(features.py). A new kind is one row. The sentence *cues* (code, an action verb, a pointer
-elsewhere, an introduction, a step that leans on the one before, a negation) are the rest.
+that says a sentence holds such an answer, the feature of the sentence score it feeds
+(features.py), and whether an answer must state such a thing (`required`: a question asking for a
+maximum, a percentage, a port or a flag is not answered by sentences that hold no number or value;
+the answer then declines as `fact_not_stated`). A new kind is one row. The sentence *cues* (code,
+an action verb, a pointer elsewhere, an introduction, a step that leans on the one before, a
+negation, a failure and its fix) are the rest.
 """
 
 from __future__ import annotations
@@ -27,12 +30,17 @@ class Kind:
     asks: re.Pattern[str]  # a question asking for this kind of answer
     holds: re.Pattern[str] | None  # a sentence holding such an answer (None: features.py decides)
     feature: str  # the sentence feature it feeds: "type", "lead" or "howto"
+    required: bool = False  # an answer without a sentence holding it does not answer
 
 
 KINDS: tuple[Kind, ...] = (
     Kind("number",
-         re.compile(r"\bhow (?:many|much|long|often|far|big|large|old)\b|\b(?:minimum|maximum|limit|percentage|rate|cap)\b", re.I),
-         re.compile(rf"\d|\b{_NUMBER_WORDS}\b", re.I), "type"),
+         re.compile(r"\bhow (?:many|much|long|often|far|big|large|old)\b"
+                    r"|\b(?:minimum|maximum|limit|percentage|percent|rate|cap|amount)\b", re.I),
+         re.compile(rf"\d|\b{_NUMBER_WORDS}\b|\b(?:no|any|unlimited|dozen|several)\s+(?:limit|maximum|cap)\b"
+                    r"|\b(?:an?|few|several)\s+(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?)\b"
+                    r"|\b(?:daily|weekly|monthly|annually|yearly|hourly)\b", re.I),
+         "type", required=True),
     Kind("time",
          re.compile(r"\b(?:when|how soon|how quickly|what time|which day|what day|weekday|deadline|by when)\b", re.I),
          re.compile(
@@ -55,6 +63,13 @@ KINDS: tuple[Kind, ...] = (
              rf"\b(?:\d+|{_NUMBER_WORDS}|an?)\s+(?:(?:full|business|calendar|working|work)\s+)?(?:minutes?|hours?|days?|weeks?|months?|years?)"
              r"(?:'s)?\s+(?:before|in advance|ahead|prior|beforehand|notice|early)\b", re.I),
          "lead"),
+    # "Which option/flag/port/variable ...?": a value only code, a number or an address states.
+    Kind("value",
+         re.compile(r"\b(?:which|what)(?:'s| is| are)?(?: the)?(?: [\w-]+){0,3}? (?:option|flag|setting|variable|command"
+                    r"|field|port|key|header|parameter|argument|endpoint|url|path|directory|version|extension|prefix"
+                    r"|suffix|label|classifier|code)s?\b", re.I),
+         re.compile(r"`[^`]+`|(?<![\w-])--?[a-zA-Z][\w-]*|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\d|https?://|@|/[\w.-]+"
+                    r"|\b[\w-]+\.(?:toml|txt|lock|json|ya?ml|cfg|ini|py|sh|ps1|md|env)\b"), "type", required=True),
     Kind("howto", HOWTO, None, "howto"),
 )
 
@@ -82,6 +97,17 @@ INTRO = re.compile(
     re.IGNORECASE,
 )
 NEGATION = re.compile(r"\b(?:not|no|never|cannot)\b|n't\b", re.IGNORECASE)
+# A sentence that describes a failure, and one that gives the step resolving it.
+FAILURE = re.compile(
+    r"\b(?:error|errors|fails?|failed|failing|failure|cannot|can't|unable|won't|doesn't work|does not work|not found"
+    r"|denied|refused|rejected|conflicts?|broken|breaks|mismatch|out of date|outdated|not up-to-date|problem|stuck"
+    r"|times? out|invalid|missing|incompatible)\b", re.IGNORECASE)
+FIX = re.compile(
+    r"^(?:to (?:fix|resolve|avoid|solve|work around|correct|recover|address|prevent)|instead|in (?:this|that|such a) case"
+    r"|if so|try|make sure|ensure|you (?:can|should|must|need to|may need to)|use|run|set|add|remove|delete|upgrade"
+    r"|update|reinstall|retry|restart|reset|clear|contact|ask|reach out|email|file|open|request)\b"
+    r"|\b(?:to (?:fix|resolve|avoid|solve|work around) (?:this|that|it|the)|can be (?:fixed|resolved|avoided))\b",
+    re.IGNORECASE)
 STEP = re.compile(r"^(?:then|next|now|finally|after that|afterwards|once (?:that|this) is done),", re.IGNORECASE)
 
 

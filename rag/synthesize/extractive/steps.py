@@ -5,15 +5,20 @@ what it added, dropped or declined recorded. docs/architecture.md states each ru
    `extractive_embed` (and each document's best) embedded and scored by meaning too.
 2. `lead_with_holding_document`: the retriever's first document first, where it holds the most of
    the question's words and the best sentence's document far less.
-3. `answer_parts`: for a question of several parts, each part's best sentence.
+3. `answer_parts`: for a question of several parts, each part's best sentence, or the part noted as
+   not covered where no sentence is close to it.
 4. `choose`: the best sentences of the best sentence's document, of the document it leads to (or a
    near tie), of a document holding a part of the question the others do not, and each part's best.
-5. `add_how`: for a how-to question, a sentence that says what happens gets the neighbour that says how.
+5. `add_neighbours`: a chosen sentence gets the neighbour under its heading that completes it: for a
+   how-to question the one that says how, for a question asking a value (a number, a port, a flag)
+   the one that states it, and after a failure the step that resolves it.
 6. `add_subject`: a page named after a subject term the answer leaves out gives its best sentence.
 7. `keep_named_pages`: an answer quoting two or more pages the question names keeps only those.
 8. `check_words`: declines when the sentences hold none of the question's words.
 9. `check_subject`: declines when they do not name what the question is about, or another period.
-10. `reading_order`: the best sentence's excerpt first, each excerpt's sentences as written.
+10. `check_fact`: declines when the question asks for a value of a kind an answer must state (a
+    maximum, a percentage, a port) and no sentence states one.
+11. `reading_order`: the best sentence's excerpt first, each excerpt's sentences as written.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from rag.synthesize.extractive.documents import (
     by_holding_documents, named_only, names_a_subject_page, said, says_any_of, second_document,
 )
 from rag.synthesize.extractive.draft import Candidate, Draft
-from rag.synthesize.extractive.features import held_share, kind_features, says_how, weigh
+from rag.synthesize.extractive.features import held_share, holds_asked, kind_features, says_how, sentence_score, weigh
+from rag.synthesize.extractive.kinds import FAILURE, FIX
+from rag.synthesize.extractive.question import Question
 from rag.synthesize.extractive.subject import Term, other_period, subject_coverage
 from rag.synthesize.extractive.text import embedded_text
 from rag.synthesize.extractive.tuning import TUNING, Tuning
@@ -96,11 +103,11 @@ def score_sentences(draft: Draft, env: Env) -> Draft:
         hit = hits[c.excerpt - 1]
         held = held_share(q.weights, _text_stems(c))
         rank = 1 - (c.excerpt - 1) / len(hits)
-        kinds = kind_features(c, q.asks, asked, held, t)
+        kinds = kind_features(c, q.asks, asked, held, t, q.problem)
         c.features = {**kinds, "held": held, "rank": rank}
         c.base = weigh(kinds, t) + t.rank_prior * rank  # the retriever's order breaks near-ties
         c.prior = t.prior_held * held + t.prior_excerpt * (hit.vector_similarity or 0.0) + c.base
-        c.score = t.lexical * held + c.base
+        c.score = sentence_score(c.features, t)
     listed = shortlist(draft.pool, env.settings.extractive_embed)
     query = q.vector if q.vector is not None else env.embedder.embed_query(q.text)
     vectors = env.embedder.embed([embedded_text(c.context, c.text) for c in listed])
@@ -109,7 +116,8 @@ def score_sentences(draft: Draft, env: Env) -> Draft:
     vectors = vectors / np.where(norms == 0, 1.0, norms)
     for c, sim, vector in zip(listed, vectors @ query, vectors):
         c.similarity = float(sim)
-        c.score += float(sim)
+        c.features["similarity"] = c.similarity
+        c.score = sentence_score(c.features, t)
         c.vector = vector
     draft.ranked = sorted(listed, key=lambda c: -c.score)
     return draft
@@ -136,7 +144,10 @@ def repeats(c: Candidate, chosen: Sequence[Candidate], tuning: Tuning = TUNING) 
 def answer_parts(draft: Draft, env: Env) -> Draft:
     """For a question that asks several things, each part's best sentence, scored as every
     sentence is but against the part alone, with the ids of the sentences that answer that part
-    about as well (within `part_tie`); none for a question of one part."""
+    about as well (within `part_tie`); none for a question of one part. A part whose best sentence
+    is under `part_uncovered` in meaning and holds under half of the part's words is noted in
+    `uncovered` instead (unless no part is answered), and the answer says the knowledge base does
+    not cover it."""
     q, t = draft.question, env.tuning
     if len(q.parts) < 2 or not draft.ranked:
         return draft
@@ -151,7 +162,12 @@ def answer_parts(draft: Draft, env: Env) -> Draft:
         ]
         top = max(score for score, _ in scored)
         best = next(c for score, c in scored if score == top)
+        if float(best.vector @ vector) < t.part_uncovered and held_share(part_weights, _text_stems(best)) < 0.5:
+            draft.uncovered.append(part)  # nothing here answers this part: the answer says so
+            continue
         draft.parts.append((best, {id(c) for score, c in scored if score >= t.part_tie * top}))
+    if len(draft.uncovered) == len(q.parts):
+        draft.uncovered = []  # no part answered: the checks after decide
     return draft
 
 
@@ -223,27 +239,49 @@ def choose(draft: Draft, env: Env) -> Draft:
     return draft
 
 
-def with_how(chosen: list[Candidate], pool: Sequence[Candidate], tuning: Tuning = TUNING) -> list[Candidate]:
-    """For a how-to question: a chosen sentence that says what happens but not how ("If the
-    lockfile is not up-to-date, uv will raise an error") is joined by its neighbour under the
-    same heading that does: the lead-in and code right before it, else the next sentence when
-    that names a command, flag, setting or file. At most `more_for_how` are added."""
+def neighbour(c: Candidate, at: dict[tuple[int, int], Candidate], question: Question) -> Candidate | None:
+    """The sentence next to `c` under the same heading that completes it, if any:
+    - for a how-to question, where `c` says what happens but not how ("If the lockfile is not
+      up-to-date, uv will raise an error"): the lead-in and code right before it, else the next
+      sentence when that names a command, flag, setting or file;
+    - for a question asking a value an answer must state (a port, a flag, a maximum), where `c`
+      names the topic but not the value: the sentence after (else before) that states one;
+    - for a question that describes a failure or asks how, where `c` describes a failure and gives
+      no step: the next sentence when it gives the step that resolves it."""
+    before, after = at.get((c.excerpt, c.position - 1)), at.get((c.excerpt, c.position + 1))
+    before = before if before is not None and before.context == c.context else None
+    after = after if after is not None and after.context == c.context else None
+    if question.howto and not says_how(c):
+        if before is not None and before.attachment.startswith("```"):
+            return before
+        if after is not None and says_how(after):
+            return after
+    if holds_asked(c, question.asks) is False:
+        for other in (after, before):
+            if other is not None and holds_asked(other, question.asks):
+                return other
+    if ((question.problem or question.howto) and after is not None and FAILURE.search(c.text)
+            and not FIX.search(c.text) and (FIX.search(after.text) or says_how(after))):
+        return after
+    return None
+
+
+def with_neighbours(chosen: list[Candidate], pool: Sequence[Candidate], question: Question,
+                    tuning: Tuning = TUNING) -> list[Candidate]:
+    """Each chosen sentence followed by its `neighbour` where it has one not chosen already; at
+    most `more_neighbours` are added, within `max_answer_chars`."""
     at = {(c.excerpt, c.position): c for c in pool}
     taken = {(c.excerpt, c.position) for c in chosen}
     used = sum(c.size for c in chosen)
     added: list[Candidate] = []
     for c in chosen:
-        if says_how(c) or len(added) >= tuning.more_for_how:
-            continue
-        before, after = at.get((c.excerpt, c.position - 1)), at.get((c.excerpt, c.position + 1))
-        if before is not None and before.attachment.startswith("```"):
-            extra = before
-        elif after is not None and says_how(after):
-            extra = after
-        else:
+        if len(added) >= tuning.more_neighbours:
+            break
+        extra = neighbour(c, at, question)
+        if extra is None:
             continue
         key = (extra.excerpt, extra.position)
-        if key in taken or extra.context != c.context or used + extra.size > tuning.max_answer_chars:
+        if key in taken or used + extra.size > tuning.max_answer_chars:
             continue
         taken.add(key)
         added.append(extra)
@@ -251,9 +289,8 @@ def with_how(chosen: list[Candidate], pool: Sequence[Candidate], tuning: Tuning 
     return chosen + added
 
 
-def add_how(draft: Draft, env: Env) -> Draft:
-    if draft.question.howto:
-        draft.chosen = with_how(draft.chosen, draft.pool, env.tuning)
+def add_neighbours(draft: Draft, env: Env) -> Draft:
+    draft.chosen = with_neighbours(draft.chosen, draft.pool, draft.question, env.tuning)
     return draft
 
 
@@ -328,8 +365,22 @@ def subject_decline(terms: Sequence[Term], chosen: Sequence[Candidate], hits: Se
 
 
 def check_subject(draft: Draft, env: Env) -> Draft:
+    """As `subject_decline`, on the subject terms of the parts the answer answers: a part it says
+    it does not cover is not held against the others."""
     q = draft.question
-    draft.declined = subject_decline(q.terms, draft.chosen, draft.hits, env.tuning, q.months, q.text)
+    terms = q.terms
+    if draft.uncovered:
+        left_out = stems(" ".join(draft.uncovered)) - stems(" ".join(p for p in q.parts if p not in draft.uncovered))
+        terms = [t for t in terms if not t.stems <= left_out]
+    draft.declined = subject_decline(terms, draft.chosen, draft.hits, env.tuning, q.months, q.text)
+    return draft
+
+
+def check_fact(draft: Draft, env: Env) -> Draft:
+    """The question asks for a value an answer must state (kinds.py: a maximum, a percentage, a
+    port, a flag) and no chosen sentence states one: the topic is there, the fact is not."""
+    if draft.chosen and all(holds_asked(c, draft.question.asks) is False for c in draft.chosen):
+        draft.declined = declines.FACT_NOT_STATED
     return draft
 
 
@@ -344,8 +395,8 @@ def reading_order(draft: Draft, env: Env) -> Draft:
 
 Step = Callable[[Draft, Env], Draft]
 STEPS: tuple[Step, ...] = (
-    score_sentences, lead_with_holding_document, answer_parts, choose, add_how, add_subject,
-    keep_named_pages, check_words, check_subject, reading_order,
+    score_sentences, lead_with_holding_document, answer_parts, choose, add_neighbours, add_subject,
+    keep_named_pages, check_words, check_subject, check_fact, reading_order,
 )
 
 

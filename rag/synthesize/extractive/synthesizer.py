@@ -51,7 +51,7 @@ class ExtractiveSynthesizer:
         text = draft.question.text
         if draft.chosen:
             citations = CitationStream(hits)
-            written = citations.process(write(draft.chosen, hits, draft.question.words))
+            written = citations.process(write(draft.chosen, hits, draft.question.words, draft.uncovered))
             answer = Answer(text=written, sources=citations.sources, synthesizer=self.name, question=text)
         else:
             answer = Answer(ABSTENTION, [], synthesizer=self.name, abstained=True, question=text,

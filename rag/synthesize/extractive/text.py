@@ -70,13 +70,20 @@ def join(parts: list[str]) -> str:
     return text
 
 
-def write(chosen: Sequence[Candidate], hits: Sequence[Hit], question_words: str) -> str:
+def not_covered(part: str) -> str:
+    """The sentence that says a part of the question is not answered by the knowledge base."""
+    return f"The knowledge base does not say: \u201c{part.strip().rstrip('?.')}?\u201d"
+
+
+def write(chosen: Sequence[Candidate], hits: Sequence[Hit], question_words: str,
+          uncovered: Sequence[str] = ()) -> str:
     """The answer's text, before its citations are renumbered. Where the question compares two or
-    more pages it names ("A or B?"), each sentence says which it is about."""
+    more pages it names ("A or B?"), each sentence says which it is about; a part of the question
+    that nothing answers is named last, uncited."""
     compared = {c.document for c in chosen if names_page(hits[c.excerpt - 1], question_words)}
     label = question_words if len(compared) >= 2 else ""
     return join([with_citation(text, c.excerpt, c.attachment)
-                 for c, text in zip(chosen, referents(chosen, hits, label))])
+                 for c, text in zip(chosen, referents(chosen, hits, label))] + [not_covered(p) for p in uncovered])
 
 
 def embedded_text(context: str, sentence: str) -> str:

@@ -1,0 +1,120 @@
+"""What completes a chosen sentence, and when an answer on the topic still declines
+(rag/synthesize/extractive/steps.py: `with_neighbours`, `check_fact`): the value a question asks
+for stated in the next sentence, the step that resolves a failure, and a question asking for a
+maximum that no sentence states. The real sentence reader, no model."""
+
+from __future__ import annotations
+
+from rag.retrieve.types import Hit
+from rag.synthesize import declines
+from rag.synthesize.extractive import Candidate, Draft
+from rag.synthesize.extractive.kinds import asks_for
+from rag.synthesize.extractive.question import Question
+from rag.synthesize.extractive.steps import Env, check_fact, find_sentences, with_neighbours
+
+SERVER = """\
+# Running the server
+
+## Listening address
+
+The server listens on the loopback interface unless you tell it otherwise at start-up.
+By default it binds port 8000 on 127.0.0.1 and serves the API under /v1.
+
+## Errors at start-up
+
+If another program already uses the port, the server fails to start with an address-in-use error.
+To fix this, pass `--port 8001` or stop the other program first.
+
+## Uploads
+
+Uploads larger than the configured size are refused with a clear message to the caller.
+"""
+
+
+def pool(text: str = SERVER) -> list[Candidate]:
+    hit = Hit(0, 0.0, ["text"], "server", "kb", "corpus:w:kb:server", "Running the server", None, 1,
+              ["Running the server"], text, 0, len(text))
+    return find_sentences([hit])
+
+
+def one(found: list[Candidate], start: str) -> Candidate:
+    (match,) = [c for c in found if c.text.startswith(start)]
+    return match
+
+
+def question(text: str) -> Question:
+    from rag.synthesize.extractive.kinds import FAILURE, is_howto
+
+    return Question(text, asks=asks_for(text), howto=is_howto(text), problem=bool(FAILURE.search(text)))
+
+
+def test_the_asked_value_in_the_next_sentence_joins_the_answer() -> None:
+    found = pool()
+    topic = one(found, "The server listens on the loopback")
+    q = question("Which port does the server listen on by default?")
+    assert "value" in q.asks
+    chosen = with_neighbours([topic], found, q)
+    assert [c.text for c in chosen] == [topic.text, one(found, "By default it binds port 8000").text]
+
+
+def test_a_sentence_holding_the_value_needs_no_neighbour() -> None:
+    found = pool()
+    value = one(found, "By default it binds port 8000")
+    assert with_neighbours([value], found, question("Which port does the server listen on by default?")) == [value]
+
+
+def test_a_question_asking_no_value_takes_no_neighbour() -> None:
+    found = pool()
+    topic = one(found, "The server listens on the loopback")
+    assert with_neighbours([topic], found, question("Does the server listen on the loopback interface?")) == [topic]
+
+
+def test_a_failure_is_followed_by_the_step_that_resolves_it() -> None:
+    found = pool()
+    failure = one(found, "If another program already uses the port")
+    q = question("The server won't start and says the address is in use. What should I do?")
+    assert q.problem
+    chosen = with_neighbours([failure], found, q)
+    assert chosen[-1].text.startswith("To fix this, pass `--port 8001`")
+
+
+def test_a_neighbour_under_another_heading_completes_nothing() -> None:
+    found = pool()
+    failure = one(found, "If another program already uses the port")
+    # The sentence before it is the listening address's: another heading.
+    q = question("Which port does the server fail on?")
+    assert all(c.context == failure.context for c in with_neighbours([failure], found, q))
+
+
+def test_at_most_more_neighbours_are_added() -> None:
+    from rag.synthesize.extractive.tuning import Tuning
+
+    found = pool()
+    chosen = [one(found, "The server listens on the loopback"), one(found, "If another program already uses")]
+    q = question("Which port does the server use, and why does it fail with an error?")
+    assert len(with_neighbours(chosen, found, q, Tuning(more_neighbours=1))) == 3
+    assert len(with_neighbours(chosen, found, q, Tuning(more_neighbours=0))) == 2
+
+
+def _checked(text: str, chosen: list[Candidate]) -> Draft:
+    draft = Draft(question(text), [])
+    draft.chosen = chosen
+    return check_fact(draft, Env(embedder=None, settings=None))  # type: ignore[arg-type]
+
+
+def test_a_maximum_no_sentence_states_declines_as_fact_not_stated() -> None:
+    found = pool()
+    refused = one(found, "Uploads larger than the configured size")
+    draft = _checked("What is the maximum upload size?", [refused])
+    assert draft.declined == declines.FACT_NOT_STATED
+    assert declines.describe(draft.declined)
+
+
+def test_a_sentence_stating_the_number_answers() -> None:
+    found = pool()
+    assert _checked("How many ports does the server bind by default?", [one(found, "By default it binds")]).declined is None
+
+
+def test_a_question_asking_no_value_is_not_checked() -> None:
+    found = pool()
+    assert _checked("Why are large uploads refused?", [one(found, "Uploads larger than")]).declined is None
