@@ -9,8 +9,9 @@ A sentence that ends with a colon introduces what follows it; it is kept only to
 shown whole up to MAX_ATTACHMENT_LINES and MAX_ATTACHMENT_CHARS, with its language on the opening
 fence; a longer one is cut where a reader loses least (`_cut_code`), never inside a continued
 command, and ends with a marker line (`# …`) saying so. A table row becomes a sentence of its own
-("header: cell; header: cell"). A code block that nothing introduces is not quoted: without its
-lead-in nobody can tell what it does.
+("header: cell; header: cell"), which is what is scored and embedded, and carries its `table`: the
+row under the table's header, as a Markdown table, which is what an answer shows. A code block that
+nothing introduces is not quoted: without its lead-in nobody can tell what it does.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ _HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*#*\s*$")
 MAX_ATTACHMENT_LINES = 20
 MAX_ATTACHMENT_CHARS = 1000
 MAX_LIST_ITEMS = 6
-MAX_ROW_CHARS = 300
+MAX_ROW_CHARS = 300  # a table row's sentence, and each line of the table it is shown as
 MAX_ITEM_CHARS = 200  # a list item shown under its lead-in
 # A paragraph that ends mid-sentence, with no closing mark, on a word or a code span: prose, not
 # code read as text (a key = value line of an excerpt cut inside a code block is not a lead-in).
@@ -52,6 +53,7 @@ class Unit:
     attachment: str = ""
     items: list[str] = field(default_factory=list)  # a list's items, when the unit is a list
     open_end: bool = False  # a paragraph whose last sentence has no closing mark ("with the following contents")
+    table: str = ""  # a table row: the row under its header, as a Markdown table
 
 
 @dataclass
@@ -59,20 +61,11 @@ class Sentence:
     text: str
     heading: str = ""
     attachment: str = ""  # a code block or short list the sentence introduces, shown after it
+    table: str = ""  # a table row's sentence: the row under its header, as a Markdown table, shown instead
 
 
-def _table_rows(lines: list[str]) -> Iterator[str]:
-    """Each body row of a Markdown table as "header: cell; header: cell" (bounded)."""
-    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]
-    rows = [row for row in rows if not all(re.fullmatch(r":?-{2,}:?", cell) or not cell for cell in row)]
-    if len(rows) < 2:
-        return
-    header, body = rows[0], rows[1:]
-    for row in body:
-        pairs = [f"{name}: {cell}" if name else cell for name, cell in zip(header, row) if cell]
-        text = "; ".join(pairs)
-        if text:
-            yield text[:MAX_ROW_CHARS]
+_DELIMITER = re.compile(r":?-+:?")
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")  # a pipe, not an escaped one (`a \| b` is one cell)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -88,6 +81,47 @@ def _clip(text: str, limit: int) -> str:
     if not cut:
         cut = hard[:-1] + "`" if hard.count("`") % 2 else hard
     return cut + "…"
+
+
+def _fit(cells: list[str], room: int) -> list[str]:
+    """The cells of one table line, so that together they fit in `room`: the short ones whole, the
+    long ones clipped to an equal share of what is left."""
+    if sum(map(len, cells)) <= room:
+        return cells
+    left, cap = room, 0
+    for i, length in enumerate(sorted(map(len, cells))):
+        cap = left // (len(cells) - i)
+        if length > cap:
+            break
+        left -= length
+    return [_clip(cell, max(cap, 4)) for cell in cells]
+
+
+def _table_line(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table_rows(lines: list[str]) -> Iterator[tuple[str, str]]:
+    """Each body row of a Markdown table: as a sentence, "header: cell; header: cell", and as the
+    table it is shown as, the header, its delimiter row and the row (each line bounded)."""
+    rows = [[cell.strip() for cell in _CELL_SPLIT.split(line.strip().strip("|"))] for line in lines]
+    delimiters = [row for row in rows if all(_DELIMITER.fullmatch(cell) or not cell for cell in row)]
+    rows = [row for row in rows if not all(_DELIMITER.fullmatch(cell) or not cell for cell in row)]
+    if len(rows) < 2:
+        return
+    header, body = rows[0], rows[1:]
+    width = len(header)
+    aligned = (delimiters[0] + [""] * width)[:width] if delimiters else [""] * width
+    delimiter = [(":" if d.startswith(":") else "") + "---" + (":" if d.endswith(":") and len(d) > 1 else "")
+                 for d in aligned]
+    room = MAX_ROW_CHARS - 3 * width - 1  # what the pipes and spaces of a line leave for its cells
+    head = _table_line(_fit(header, room))
+    for row in body:
+        pairs = [f"{name}: {cell}" if name else cell for name, cell in zip(header, row) if cell]
+        text = "; ".join(pairs).replace("\\|", "|")
+        if text:
+            cells = _fit((row + [""] * width)[:width], room)
+            yield _clip(text, MAX_ROW_CHARS), "\n".join([head, _table_line(delimiter), _table_line(cells)])
 
 
 def _shortened(item: str) -> str:
@@ -272,7 +306,7 @@ class _Reader:
             elif not unit.text.endswith(":"):
                 self.tab_lead = None
         if self.table:
-            self.units.extend(Unit(row, self.heading) for row in _table_rows(self.table))
+            self.units.extend(Unit(row, self.heading, table=table) for row, table in _table_rows(self.table))
             self.table = []
 
     def _lead(self) -> Unit | None:
@@ -402,6 +436,11 @@ def sentences(text: str, min_words: int = 5) -> list[Sentence]:
     """The quotable sentences of an excerpt, in the order they are written."""
     found: list[Sentence] = []
     for unit in units(text):
+        if unit.table:  # a table row is one sentence, however many its cells hold
+            row = _tidy(unit.text)
+            if _long_enough(row, min_words):
+                found.append(Sentence(row, unit.heading, table=unit.table))
+            continue
         parts = [_tidy(s) for s in _SENTENCE_END.split(unit.text)]
         for i, part in enumerate(parts):
             last = i == len(parts) - 1

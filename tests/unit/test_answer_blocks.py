@@ -1,11 +1,19 @@
-"""Code blocks in an extractive answer (rag/synthesize/sentences.py), checked as a reader would: a
-code block is whole, or visibly cut where a command or a mapping ends, never after a line continued
-with `\\`; its language stays on the fence. No model, no service.
+"""Code blocks and tables in an extractive answer (rag/synthesize/sentences.py, and
+rag/synthesize/extractive/text.py which writes them out), checked as a reader would: a code block is
+whole, or visibly cut where a command or a mapping ends, never after a line continued with `\\`; its
+language stays on the fence; a table row is shown as a row of its table, under its header, with
+its citation counted. No model, no service.
 """
 
 from __future__ import annotations
 
-from rag.synthesize.sentences import MAX_ATTACHMENT_CHARS, MAX_ATTACHMENT_LINES, Sentence, sentences
+from markdown_it import MarkdownIt
+
+from rag.retrieve.types import Hit
+from rag.synthesize.citations import apply_citations
+from rag.synthesize.extractive import Candidate
+from rag.synthesize.extractive.text import cited_row, join, with_citation, write
+from rag.synthesize.sentences import MAX_ATTACHMENT_CHARS, MAX_ATTACHMENT_LINES, MAX_ROW_CHARS, Sentence, sentences
 
 
 def lead_in(markdown: str) -> Sentence:
@@ -161,3 +169,88 @@ def test_a_block_the_excerpt_ends_inside_is_marked_as_cut() -> None:
 def test_code_in_a_list_item_is_shown_without_the_item_indent() -> None:
     lead = lead_in("## Steps\n\n1. Install the tool with the command:\n\n    ```console\n    $ uv tool install ruff\n    ```\n")
     assert fenced(lead.attachment)[1] == ["$ uv tool install ruff"]
+
+
+# ------------------------------------------------------------------------------------ tables
+
+SETTINGS = """\
+# Environment
+
+## Cache settings
+
+| Setting | Default | Meaning |
+| :------ | :-----: | ------- |
+| `UV_CACHE_DIR` | platform cache | The directory uv keeps its cache in |
+| `UV_NO_CACHE` | unset | When set, uv reads and writes no cache at all |
+| `UV_LINK_MODE` | clone | How packages are linked from the cache: `copy \\| hardlink` |
+"""
+
+
+def hit(body: str) -> Hit:
+    return Hit(0, 0.0, ["text"], "env", "kb", "corpus:w:kb:env", "Environment", None, 1, ["Environment"], body, 0, len(body))
+
+
+def render(markdown: str) -> str:
+    return MarkdownIt("commonmark").enable("table").render(markdown)
+
+
+def test_a_table_row_is_still_one_sentence_for_scoring() -> None:
+    found = sentences(SETTINGS)
+    assert [s.text for s in found] == [
+        "Setting: `UV_CACHE_DIR`; Default: platform cache; Meaning: The directory uv keeps its cache in",
+        "Setting: `UV_NO_CACHE`; Default: unset; Meaning: When set, uv reads and writes no cache at all",
+        "Setting: `UV_LINK_MODE`; Default: clone; Meaning: How packages are linked from the cache: `copy | hardlink`",
+    ]
+    assert found[0].table.splitlines() == [
+        "| Setting | Default | Meaning |",
+        "| :--- | :---: | --- |",  # the columns' alignment kept
+        "| `UV_CACHE_DIR` | platform cache | The directory uv keeps its cache in |",
+    ]
+    assert found[2].table.splitlines()[-1].count(" | ") == 2  # an escaped pipe stays inside its cell
+
+
+def test_a_chosen_row_is_written_as_a_table_with_its_header_and_citation() -> None:
+    (first, *_) = sentences(SETTINGS)
+    written = write([Candidate(1, first.text, "env")], [hit(SETTINGS)], "")
+    assert written.splitlines() == [
+        "| Setting | Default | Meaning |",
+        "| :--- | :---: | --- |",
+        "| `UV_CACHE_DIR` | platform cache | The directory uv keeps its cache in [1] |",
+    ]
+    text, sources = apply_citations(written, [hit(SETTINGS)])
+    assert len(sources) == 1 and text.endswith("in [1] |")  # the parser reads the citation inside the cell
+    html = render(text)
+    assert "<th" in html and "<td>The directory uv keeps its cache in [1]</td>" in html
+
+
+def test_rows_of_one_table_share_its_header_and_prose_stands_apart() -> None:
+    found = sentences(SETTINGS)
+    chosen = [Candidate(1, found[0].text, "env"), Candidate(1, found[1].text, "env", position=1),
+              Candidate(1, "The cache can be cleared with `uv cache clean` at any time.", "env", position=5)]
+    written = write(chosen, [hit(SETTINGS)], "")
+    lines = written.splitlines()
+    assert lines[0] == "| Setting | Default | Meaning |" and lines.count("| Setting | Default | Meaning |") == 1
+    assert lines[2].startswith("| `UV_CACHE_DIR`") and lines[3].startswith("| `UV_NO_CACHE`")
+    assert lines[3].endswith("[1] |")
+    assert lines[4:] == ["", "The cache can be cleared with `uv cache clean` at any time [1]."]
+    assert render(written).count("<tr>") == 3  # one table: the header and two rows
+
+
+def test_a_row_shown_with_the_page_it_is_about_keeps_the_table_valid() -> None:
+    table = "| A | B |\n| --- | --- |\n| one cell | two cell |"
+    written = cited_row(table, 2, "Environment: ")
+    assert written.splitlines() == ["Environment:", "", "| A | B |", "| --- | --- |", "| one cell | two cell [2] |"]
+    assert "<td>two cell [2]</td>" in render(written)
+
+
+def test_long_cells_are_clipped_so_each_line_of_the_table_is_bounded() -> None:
+    long = " ".join(["word"] * 150)
+    (row,) = sentences(f"## T\n\n| Name | Description |\n| --- | --- |\n| `short` | {long} |\n")
+    assert len(row.text) <= MAX_ROW_CHARS
+    assert all(len(line) <= MAX_ROW_CHARS for line in row.table.splitlines())
+    assert row.table.splitlines()[-1].startswith("| `short` | word word") and row.table.endswith("… |")
+
+
+def test_code_and_lists_are_written_as_before() -> None:
+    assert with_citation("Run the command:", 3, "```console\n$ uv lock\n```") == "Run the command [3]:\n```console\n$ uv lock\n```"
+    assert join(["First sentence [1].", "Second sentence [1]."]) == "First sentence [1]. Second sentence [1]."
