@@ -210,6 +210,11 @@ def _open_after(lines: list[str], language: str) -> list[bool]:
     return found
 
 
+def _is_comment(line: str, language: str) -> bool:
+    line = line.lstrip()
+    return (language in _HASH and line.startswith("#")) or (language in _SLASH and line.startswith("//"))
+
+
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
@@ -220,7 +225,7 @@ def _cut_code(body: list[str], language: str, marker: str, closed: bool = True) 
 
     The cut is at a line boundary within the bounds, never after a continued line. Of the places
     in the second half of the room, the best: not after a line that opens a block (`key:`,
-    `run: |`, `def f():`), outside brackets and strings, before the least indented line (a YAML
+    `run: |`, `def f():`) or a comment (it is about the line after it), outside brackets and strings, before the least indented line (a YAML
     or TOML top-level key, a Python top-level statement), at a blank line or a TOML table, the
     latest. Of a block the excerpt ends inside (not `closed`), the last line is taken only when no
     other will do: what comes after it is unknown."""
@@ -242,7 +247,8 @@ def _cut_code(body: list[str], language: str, marker: str, closed: bool = True) 
 
     def rank(j: int) -> tuple[bool, bool, bool, int, bool, int]:
         last = body[j - 1].rstrip()
-        opens = last.endswith(":") or (language in _CONFIG and last.endswith(("|", ">", "|-", ">-", "|+", ">+")))
+        opens = (last.endswith(":") or (language in _CONFIG and last.endswith(("|", ">", "|-", ">-", "|+", ">+")))
+                 or _is_comment(last, language))  # a comment says what the next line does
         following = next((line for line in body[j:] if line), "")
         paragraph = j < len(body) and (not body[j] or (language in _CONFIG and body[j].startswith("[")))
         return closed or j < len(body), not opens, not is_open[j - 1], -_indent(following), paragraph, j

@@ -139,6 +139,14 @@ def test_a_python_block_is_not_cut_inside_an_open_bracket() -> None:
     assert shown[-2] == "}"  # the last dictionary shown is closed
 
 
+def test_a_block_is_not_cut_after_a_comment_about_the_next_line() -> None:
+    code = []
+    for i in range(8):
+        code += [f"# Set option {i} for the build", f"ENV OPTION_{i}=value-{i}", f"RUN make step-{i}"]
+    shown = fenced(lead_in(block("Update the Dockerfile to set the build options:", "dockerfile", code)).attachment)[1]
+    assert shown[-1] == "# …" and not shown[-2].startswith("#")
+
+
 def test_a_single_line_over_the_bound_is_cut_with_the_marker() -> None:
     line = "uv pip install " + " ".join(f"package-number-{i}" for i in range(120))
     shown = fenced(lead_in(block("Install all of the packages at once with:", "console", [line])).attachment)[1]
