@@ -5,9 +5,13 @@ taken out first (`markup.clean_text`), inline code is kept with its backticks, a
 numbers of the document are neutralised so that the citation parser never reads them.
 
 A sentence that ends with a colon introduces what follows it; it is kept only together with that
-(its *attachment*): a code block, a short list, or nothing (then it is dropped). A table row
-becomes a sentence of its own ("header: cell; header: cell"). A code block that nothing introduces
-is not quoted: without its lead-in nobody can tell what it does.
+(its *attachment*): a code block, a short list, or nothing (then it is dropped). A code block is
+shown whole up to MAX_ATTACHMENT_LINES and MAX_ATTACHMENT_CHARS, with its language on the opening
+fence; a longer one is cut where a reader loses least (`_cut_code`), never inside a continued
+command, and ends with a marker line (`# …`) saying so. A table row becomes a sentence of its own
+("header: cell; header: cell"), which is what is scored and embedded, and carries its `table`: the
+row under the table's header, as a Markdown table, which is what an answer shows. A code block that
+nothing introduces is not quoted: without its lead-in nobody can tell what it does.
 """
 
 from __future__ import annotations
@@ -24,10 +28,15 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=(?:\*\*?|__?)?[\"'“‘(`]?[A-Z0-9`])")
 _EMPHASIS = re.compile(r"(\*\*|__)")
 _HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*#*\s*$")
-MAX_ATTACHMENT_LINES = 8
-MAX_ATTACHMENT_CHARS = 400
+# A code block is shown whole up to these bounds: a pyproject.toml section, a short CI workflow or a
+# script of the uv docs is 10-20 lines, and cut at 8 lines (the bound before) such a block lost the
+# very keys it was quoted for. A block at the bound takes most of an answer's 1,200 characters
+# (tuning.max_answer_chars, which counts the attachment): it is then the lead-in, its code and
+# perhaps one short sentence, which is what a "how do I configure" question wants.
+MAX_ATTACHMENT_LINES = 20
+MAX_ATTACHMENT_CHARS = 1000
 MAX_LIST_ITEMS = 6
-MAX_ROW_CHARS = 300
+MAX_ROW_CHARS = 300  # a table row's sentence, and each line of the table it is shown as
 MAX_ITEM_CHARS = 200  # a list item shown under its lead-in
 # A paragraph that ends mid-sentence, with no closing mark, on a word or a code span: prose, not
 # code read as text (a key = value line of an excerpt cut inside a code block is not a lead-in).
@@ -44,6 +53,7 @@ class Unit:
     attachment: str = ""
     items: list[str] = field(default_factory=list)  # a list's items, when the unit is a list
     open_end: bool = False  # a paragraph whose last sentence has no closing mark ("with the following contents")
+    table: str = ""  # a table row: the row under its header, as a Markdown table
 
 
 @dataclass
@@ -51,20 +61,67 @@ class Sentence:
     text: str
     heading: str = ""
     attachment: str = ""  # a code block or short list the sentence introduces, shown after it
+    table: str = ""  # a table row's sentence: the row under its header, as a Markdown table, shown instead
 
 
-def _table_rows(lines: list[str]) -> Iterator[str]:
-    """Each body row of a Markdown table as "header: cell; header: cell" (bounded)."""
-    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]
-    rows = [row for row in rows if not all(re.fullmatch(r":?-{2,}:?", cell) or not cell for cell in row)]
+_DELIMITER = re.compile(r":?-+:?")
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")  # a pipe, not an escaped one (`a \| b` is one cell)
+
+
+def _clip(text: str, limit: int) -> str:
+    """The text, or as much of it as fits in `limit` with "…" after it: cut after a word, not inside
+    a code span (a span longer than the room is cut and closed)."""
+    if len(text) <= limit:
+        return text
+    hard = text[: max(1, limit - 1)]
+    cut = hard if text[len(hard)].isspace() or " " not in hard else hard[: hard.rfind(" ")]
+    if cut.count("`") % 2:  # an open code span: its text goes, not half of it
+        cut = cut[: cut.rfind("`")]
+    cut = cut.rstrip(" ;,")
+    if not cut:
+        cut = hard[:-1] + "`" if hard.count("`") % 2 else hard
+    return cut + "…"
+
+
+def _fit(cells: list[str], room: int) -> list[str]:
+    """The cells of one table line, so that together they fit in `room`: the short ones whole, the
+    long ones clipped to an equal share of what is left."""
+    if sum(map(len, cells)) <= room:
+        return cells
+    left, cap = room, 0
+    for i, length in enumerate(sorted(map(len, cells))):
+        cap = left // (len(cells) - i)
+        if length > cap:
+            break
+        left -= length
+    return [_clip(cell, max(cap, 4)) for cell in cells]
+
+
+def _table_line(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table_rows(lines: list[str]) -> Iterator[tuple[str, str]]:
+    """Each body row of a Markdown table: as a sentence, "header: cell; header: cell", and as the
+    table it is shown as, the header, its delimiter row and the row (each line bounded)."""
+    rows = [[cell.strip() for cell in _CELL_SPLIT.split(line.strip().strip("|"))] for line in lines]
+    delimiters = [row for row in rows if all(_DELIMITER.fullmatch(cell) or not cell for cell in row)]
+    rows = [row for row in rows if not all(_DELIMITER.fullmatch(cell) or not cell for cell in row)]
     if len(rows) < 2:
         return
     header, body = rows[0], rows[1:]
+    width = len(header)
+    aligned = (delimiters[0] + [""] * width)[:width] if delimiters else [""] * width
+    delimiter = [(":" if d.startswith(":") else "") + "---" + (":" if d.endswith(":") and len(d) > 1 else "")
+                 for d in aligned]
+    room = MAX_ROW_CHARS - 3 * width - 1  # what the pipes and spaces of a line leave for its cells
+    head = _table_line(_fit(header, room))
     for row in body:
         pairs = [f"{name}: {cell}" if name else cell for name, cell in zip(header, row) if cell]
-        text = "; ".join(pairs)
+        text = "; ".join(pairs).replace("\\|", "|")
         if text:
-            yield text[:MAX_ROW_CHARS]
+            cells = _fit((row + [""] * width)[:width], room)
+            yield _clip(text, MAX_ROW_CHARS), "\n".join([head, _table_line(delimiter), _table_line(cells)])
 
 
 def _shortened(item: str) -> str:
@@ -76,19 +133,153 @@ def _is_label(text: str) -> bool:
     return text.endswith(":") and len(text.split()) <= 4
 
 
+# The opening fence: its indent, and the language of its info string ("python" of
+# `python title="x.py"`, "yaml" of `{ .yaml }`; none of `title="x.py"` alone).
+_FENCE_OPEN = re.compile(r"^( *)(`{3,}|~{3,})\s*\{?\s*\.?(?:([\w+#.-]+)(?![\w+#.=-]))?")
+# The marker line that ends a cut block, a comment where the language has one: `# …` in a shell
+# session, YAML or TOML reads as "more follows" and still pastes as valid code.
+_HASH = frozenset(
+    "sh bash shell zsh fish ksh console shell-session sh-session shellsession powershell pwsh ps1 "
+    "pwsh-session ps1con python py python3 py3 pycon ipython yaml yml toml ini cfg conf dockerfile "
+    "docker make makefile cmake r ruby rb perl pl nix dotenv env properties requirements pip-requirements "
+    "gitignore hcl terraform tf julia elixir tcl awk".split())
+_SLASH = frozenset(
+    "c cpp c++ h hpp cs csharp java javascript js jsx typescript ts tsx go golang rust rs kotlin kt "
+    "swift scala dart php groovy jsonc json5 proto protobuf scss less".split())
+_DASH = frozenset("sql psql postgresql mysql sqlite plsql lua haskell hs elm ada".split())
+_SHELLS = frozenset("sh bash shell zsh fish ksh console shell-session sh-session shellsession".split())
+_POWERSHELL = frozenset("powershell pwsh ps1 pwsh-session ps1con".split())
+_CONFIG = frozenset("yaml yml toml ini cfg conf".split())
+_OPENS = {"(": ")", "[": "]", "{": "}"}
+
+
+def _marker(language: str) -> str:
+    if language in _HASH:
+        return "# …"
+    if language in _SLASH:
+        return "// …"
+    if language in _DASH:
+        return "-- …"
+    return "…"
+
+
+def _continued(line: str, language: str) -> bool:
+    """The command goes on on the next line: a trailing backslash (a shell's, Python's, a C macro's),
+    a pipe or `&&` in a shell, a backtick in PowerShell. A block is never cut after such a line."""
+    line = line.rstrip()
+    if line.endswith("\\"):
+        return True
+    if language in _SHELLS:
+        return line.endswith(("|", "&&", "||"))
+    return language in _POWERSHELL and line.endswith("`")
+
+
+def _open_after(lines: list[str], language: str) -> list[bool]:
+    """For each line, whether a bracket or a triple-quoted string is still open after it. A rough
+    reading (a quote runs to the end of its line, a comment is skipped where `#` or `//` starts
+    one): it only ranks the places a block may be cut."""
+    comment = "#" if language in _HASH else "//" if language in _SLASH else ""
+    depth, triple, found = 0, "", []
+    for line in lines:
+        i = 0
+        while i < len(line):
+            if triple:
+                end = line.find(triple, i)
+                if end < 0:
+                    break
+                triple, i = "", end + 3
+                continue
+            ch = line[i]
+            if comment and line.startswith(comment, i) and (i == 0 or line[i - 1].isspace()):
+                break
+            if line.startswith(('"""', "'''"), i):
+                triple, i = line[i : i + 3], i + 3
+                continue
+            if ch in "\"'":
+                end = line.find(ch, i + 1)
+                if end < 0:
+                    break
+                i = end + 1
+                continue
+            if ch in _OPENS:
+                depth += 1
+            elif ch in _OPENS.values():
+                depth = max(0, depth - 1)
+            i += 1
+        found.append(bool(depth or triple))
+    return found
+
+
+def _is_comment(line: str, language: str) -> bool:
+    line = line.lstrip()
+    return (language in _HASH and line.startswith("#")) or (language in _SLASH and line.startswith("//"))
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _cut_code(body: list[str], language: str, marker: str, closed: bool = True) -> list[str]:
+    """The first lines of a block too long to show whole, then the marker; [] when no line can end
+    it (its first command runs past the bounds: nothing rather than half a command).
+
+    The cut is at a line boundary within the bounds, never after a continued line. Of the places
+    in the second half of the room, the best: not after a line that opens a block (`key:`,
+    `run: |`, `def f():`) or a comment (it is about the line after it), outside brackets and strings, before the least indented line (a YAML
+    or TOML top-level key, a Python top-level statement), at a blank line or a TOML table, the
+    latest. Of a block the excerpt ends inside (not `closed`), the last line is taken only when no
+    other will do: what comes after it is unknown."""
+    room_lines = MAX_ATTACHMENT_LINES - 1
+    room_chars = MAX_ATTACHMENT_CHARS - len(marker) - 1
+    fits, used = 0, -1
+    for line in body[:room_lines]:
+        used += len(line) + 1
+        if used > room_chars:
+            break
+        fits += 1
+    if fits == 0:  # one line over the bound: cut inside it, and say so there too
+        return [_clip(body[0], room_chars - 1).removesuffix("…") + " …", marker]
+    is_open = _open_after(body, language)
+    candidates = [j for j in range(1, fits + 1) if body[j - 1] and not _continued(body[j - 1], language)]
+    if not candidates:
+        return []
+    late = [j for j in candidates if 2 * j >= fits] or candidates
+
+    def rank(j: int) -> tuple[bool, bool, bool, int, bool, int]:
+        last = body[j - 1].rstrip()
+        opens = (last.endswith(":") or (language in _CONFIG and last.endswith(("|", ">", "|-", ">-", "|+", ">+")))
+                 or _is_comment(last, language))  # a comment says what the next line does
+        following = next((line for line in body[j:] if line), "")
+        paragraph = j < len(body) and (not body[j] or (language in _CONFIG and body[j].startswith("[")))
+        return closed or j < len(body), not opens, not is_open[j - 1], -_indent(following), paragraph, j
+
+    end = max(late, key=rank)
+    return body[:end] + [marker]
+
+
 def _code_attachment(lines: list[str]) -> str:
-    body = [line for line in lines if not line.strip().startswith(("```", "~~~"))]
-    body = [line.rstrip() for line in body if line.strip()]
+    """A fenced block's code as an attachment, its language kept on the opening fence: whole within
+    the bounds, else cut (`_cut_code`) and ending with a marker line. A block the excerpt ends inside
+    (no closing fence) is cut where it ends, and marked so too."""
+    opening = _FENCE_OPEN.match(lines[0])
+    indent, language = (len(opening.group(1)), (opening.group(3) or "").lower()) if opening else (0, "")
+    closed = len(lines) > 1 and lines[-1].strip().startswith(("```", "~~~"))
+    body: list[str] = []
+    for raw in lines[1 : len(lines) - 1 if closed else len(lines)]:
+        line = raw[min(indent, _indent(raw)) :].rstrip()  # out of the list item or tab it sits in
+        if line or (body and body[-1]):  # blank lines inside the block, one of a run
+            body.append(line)
+    while body and not body[-1]:
+        body.pop()
     if not body:
         return ""
-    kept: list[str] = []
-    used = 0
-    for line in body[:MAX_ATTACHMENT_LINES]:
-        if used + len(line) > MAX_ATTACHMENT_CHARS and kept:
-            break
-        kept.append(line)
-        used += len(line) + 1
-    return "```\n" + "\n".join(kept) + "\n```"
+    marker = _marker(language)
+    whole = len(body) <= MAX_ATTACHMENT_LINES and len("\n".join(body)) <= MAX_ATTACHMENT_CHARS
+    if not whole or not closed:
+        body = _cut_code(body, language, marker, closed)
+        if not body:
+            return ""
+    return f"```{language}\n" + "\n".join(body) + "\n```"  # no line of it is a fence: that closed it
 
 
 class _Reader:
@@ -121,7 +312,7 @@ class _Reader:
             elif not unit.text.endswith(":"):
                 self.tab_lead = None
         if self.table:
-            self.units.extend(Unit(row, self.heading) for row in _table_rows(self.table))
+            self.units.extend(Unit(row, self.heading, table=table) for row, table in _table_rows(self.table))
             self.table = []
 
     def _lead(self) -> Unit | None:
@@ -251,6 +442,11 @@ def sentences(text: str, min_words: int = 5) -> list[Sentence]:
     """The quotable sentences of an excerpt, in the order they are written."""
     found: list[Sentence] = []
     for unit in units(text):
+        if unit.table:  # a table row is one sentence, however many its cells hold
+            row = _tidy(unit.text)
+            if _long_enough(row, min_words):
+                found.append(Sentence(row, unit.heading, table=unit.table))
+            continue
         parts = [_tidy(s) for s in _SENTENCE_END.split(unit.text)]
         for i, part in enumerate(parts):
             last = i == len(parts) - 1

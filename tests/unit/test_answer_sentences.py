@@ -28,7 +28,7 @@ def by_text(found: list[Sentence], text: str) -> Sentence:
 def code_lines(attachment: str) -> list[str]:
     """The lines inside the fenced block of an attachment (fences and a tab's label left out)."""
     lines = attachment.splitlines()
-    start = lines.index("```")
+    start = next(i for i, line in enumerate(lines) if line.startswith("```"))  # with its language
     end = len(lines) - 1 - lines[::-1].index("```")
     assert start < end, attachment
     return lines[start + 1 : end]
@@ -136,7 +136,7 @@ The lock file is written next to the project's `pyproject.toml` file.
 def test_lead_in_carries_the_code_block_after_it() -> None:
     found = sentences(LOCKING)
     lead = by_text(found, "To lock the project's dependencies, run the following command:")
-    assert lead.attachment == "```\n$ uv lock\n```"
+    assert lead.attachment == "```console\n$ uv lock\n```"  # whole, its language kept
     assert lead.heading == "Locking"
     # The code itself is no sentence; the prose after it is.
     assert texts(found) == [
@@ -147,27 +147,28 @@ def test_lead_in_carries_the_code_block_after_it() -> None:
 
 
 def test_code_attachment_is_bounded_in_lines() -> None:
-    lines = [f"$ uv pip install package-{i}" for i in range(1, 13)]
+    lines = [f"$ uv pip install package-{i}" for i in range(1, 31)]
     intro = "Install the packages one at a time with these commands:"
     text = f"## Many\n\n{intro}\n\n```console\n" + "\n".join(lines) + "\n```\n"
     (lead,) = sentences(text)
     assert lead.text == intro
     kept = code_lines(lead.attachment)
-    assert len(kept) == MAX_ATTACHMENT_LINES <= 8
-    assert kept == lines[:MAX_ATTACHMENT_LINES]  # the first lines, in order
-    assert lead.attachment.startswith("```\n") and lead.attachment.endswith("\n```")
+    assert len(kept) == MAX_ATTACHMENT_LINES <= 20
+    assert kept[:-1] == lines[: MAX_ATTACHMENT_LINES - 1]  # the first lines, in order
+    assert kept[-1] == "# …"  # and a line saying that more follows
+    assert lead.attachment.startswith("```console\n") and lead.attachment.endswith("\n```")
 
 
 def test_code_attachment_is_bounded_in_characters() -> None:
-    lines = [f"$ uv pip compile {c * 140}" for c in "abcde"]
+    lines = [f"$ uv pip compile {c * 140}" for c in "abcdefghij"]
     intro = "Compile the requirements with the following long commands:"
     text = f"## Long\n\n{intro}\n\n```console\n" + "\n".join(lines) + "\n```\n"
     (lead,) = sentences(text)
     assert lead.text == intro
     kept = code_lines(lead.attachment)
-    assert 1 <= len(kept) < len(lines)
-    assert kept == lines[: len(kept)]
-    assert len("\n".join(kept)) <= MAX_ATTACHMENT_CHARS <= 400
+    assert 1 <= len(kept) - 1 < len(lines)
+    assert kept[:-1] == lines[: len(kept) - 1] and kept[-1] == "# …"
+    assert len("\n".join(kept)) <= MAX_ATTACHMENT_CHARS <= 1000
 
 
 def test_lead_in_with_nothing_quotable_after_it_is_dropped() -> None:
@@ -311,7 +312,7 @@ def test_short_lead_in_is_not_taken_for_a_tab_label() -> None:
         "```yaml\n- id: uv-export\n```\n\nTo compile requirements files:\n\n```yaml\n- id: pip-compile\n```\n"
     )
     keep = [s for s in found if s.text.startswith("To keep")]
-    assert [s.attachment for s in keep] == ["```\n- id: uv-export\n```"]
+    assert [s.attachment for s in keep] == ["```yaml\n- id: uv-export\n```"]
 
 
 # ---------------------------------------------------------------------- code under a heading
@@ -352,7 +353,7 @@ def test_code_right_under_a_heading_is_introduced_by_the_heading_path() -> None:
 
 def test_code_under_a_top_heading_alone() -> None:
     (found,) = sentences("# Version\n\n```console\n$ uv --version\n```\n")
-    assert found == Sentence("Version:", "Version", "```\n$ uv --version\n```")
+    assert found == Sentence("Version:", "Version", "```console\n$ uv --version\n```")
 
 
 def test_code_after_prose_without_lead_in_is_not_quoted() -> None:
@@ -494,7 +495,8 @@ def test_lead_in_without_its_colon_carries_the_code_after_it() -> None:
         "```python title=\"greet\"\n#!/usr/bin/env -S uv run --script\n\nprint(\"Hello, world!\")\n```\n"
     )
     lead = by_text(found, "For example, create a file called `greet` with the following contents:")
-    assert code_lines(lead.attachment) == ["#!/usr/bin/env -S uv run --script", 'print("Hello, world!")']
+    assert lead.attachment.startswith("```python\n")  # the language, not the title
+    assert code_lines(lead.attachment) == ["#!/usr/bin/env -S uv run --script", "", 'print("Hello, world!")']
 
 
 def test_a_setting_line_before_code_is_not_a_lead_in() -> None:

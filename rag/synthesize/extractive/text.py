@@ -1,5 +1,6 @@
 """How the chosen sentences are written out: each with its citation, a pronoun with whom it means,
-a code block or list on lines of its own. Also what a sentence is embedded as."""
+a code block or list on lines of its own, a table row as a row of a table under its header. Also
+what a sentence is embedded as."""
 
 from __future__ import annotations
 
@@ -22,6 +23,26 @@ def with_citation(sentence: str, number: int, attachment: str = "") -> str:
     if sentence[-1] in ".!?":
         return f"{sentence[:-1]} [{number}]{sentence[-1]}"
     return f"{sentence} [{number}]."
+
+
+def cited_row(table: str, number: int, label: str = "") -> str:
+    """A table row's sentence as written: the row under its header, the citation at the end of its
+    last cell, inside the table (after the closing pipe it would be a cell of its own, which a
+    Markdown renderer drops), where the citation parser reads it as any other. A label the answer
+    adds to the sentence ("Dundee Canal: ...") goes on a line of its own before the table."""
+    head, _, row = table.rpartition("\n")
+    row = f"{row.removesuffix('|').rstrip()} [{number}] |"
+    label = label.strip().rstrip(":")
+    return f"{label}:\n\n{head}\n{row}" if label else f"{head}\n{row}"
+
+
+def _table_end(text: str) -> list[str]:
+    """The lines of the table the text ends with (none when it ends with something else)."""
+    lines = text.split("\n")
+    start = len(lines)
+    while start > 0 and lines[start - 1].startswith("|"):
+        start -= 1
+    return lines[start:]
 
 
 def with_referent(c: Candidate, hit: Hit, question_words: str = "") -> str:
@@ -58,12 +79,16 @@ def referents(chosen: Sequence[Candidate], hits: Sequence[Hit], question_words: 
 
 
 def join(parts: list[str]) -> str:
-    """Sentences run on; a code block or list stands apart, on lines of its own."""
+    """Sentences run on; a code block, list or table stands apart, on lines of its own. A table row
+    right after another row of the same table (the same header) is written under it, as one table."""
     text = ""
     for part in parts:
+        table = _table_end(text)
         if not text:
             text = part
-        elif "\n" in part or text.endswith(("```", "\n")) or "\n- " in text[-200:]:
+        elif part.startswith("|") and table[:2] == part.split("\n")[:2]:
+            text += "\n" + part.rsplit("\n", 1)[-1]
+        elif "\n" in part or text.endswith(("```", "\n")) or "\n- " in text[-200:] or table:
             text += "\n\n" + part
         else:
             text += " " + part
@@ -82,8 +107,31 @@ def write(chosen: Sequence[Candidate], hits: Sequence[Hit], question_words: str,
     that nothing answers is named last, uncited."""
     compared = {c.document for c in chosen if names_page(hits[c.excerpt - 1], question_words)}
     label = question_words if len(compared) >= 2 else ""
-    return join([with_citation(text, c.excerpt, c.attachment)
+    rows = tables(chosen, hits)
+    return join([cited_row(rows[id(c)], c.excerpt, _label(text, c.text)) if id(c) in rows
+                 else with_citation(text, c.excerpt, c.attachment)
                  for c, text in zip(chosen, referents(chosen, hits, label))] + [not_covered(p) for p in uncovered])
+
+
+def _label(written: str, sentence: str) -> str:
+    """What `with_referent` put before a sentence ("Dundee Canal: "), else nothing."""
+    return written[: -len(sentence)] if written != sentence and written.endswith(sentence) else ""
+
+
+def tables(chosen: Sequence[Candidate], hits: Sequence[Hit]) -> dict[int, str]:
+    """The table each chosen table row is shown as (by the candidate's id), read again from its
+    excerpt: a candidate carries the row's sentence only, and only the few chosen need their table."""
+    found: dict[int, str] = {}
+    read: dict[int, dict[str, str]] = {}
+    for c in chosen:
+        text = hits[c.excerpt - 1].text
+        if c.attachment or "|" not in text:
+            continue
+        if c.excerpt not in read:
+            read[c.excerpt] = {s.text: s.table for s in excerpt_sentences(text, 1) if s.table}
+        if c.text in read[c.excerpt]:
+            found[id(c)] = read[c.excerpt][c.text]
+    return found
 
 
 def embedded_text(context: str, sentence: str) -> str:
