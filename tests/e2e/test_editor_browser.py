@@ -280,7 +280,7 @@ def test_an_answers_citation_opens_the_highlighted_excerpt(site: Site) -> None:
     assert site.css("#declined-reason").text in {describe(r) for r in REASONS}
 
 
-def test_a_streamed_answers_code_block_is_code(site: Site) -> None:
+def test_a_streamed_answers_code_block_is_code_and_its_excerpt_rendered(site: Site) -> None:
     site.sign_in("editor")
     site.open("/ask")
     site.css("#query").send_keys(CODE_QUESTION)
@@ -302,6 +302,12 @@ def test_a_streamed_answers_code_block_is_code(site: Site) -> None:
     assert "<pre><code>" in served and drawn == site.driver.execute_script(
         "const t = document.createElement('template'); t.innerHTML = arguments[0]; return t.innerHTML;", served)
     site.shot("answer-with-code")
+    site.all("#answer a.cite")[0].click()
+    excerpt = site.css("#cited-excerpt")
+    assert "```" not in excerpt.text
+    assert "uv auth login example.com" in excerpt.find_element("css selector", "pre > code").text
+    assert site.css("mark#hl").text
+    site.shot("cited-excerpt-with-code")
 
 
 def test_a_document_holding_a_script_renders_inert(site: Site) -> None:

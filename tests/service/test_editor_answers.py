@@ -1,6 +1,6 @@
 """What a person sees of an answer on the editor's ask page, without a browser: the extractive
 answer's fenced code block as code (no literal backticks), a `<script>` quoted from a document's code
-shown as text, and the citations still links.
+shown as text, the citations still links, and the cited-excerpt panel rendered like the document.
 tests/e2e/test_editor_browser.py checks the same of the streamed answer, drawn by the page's script."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
 from rag.web.answers import render_answer
+from rag.web.markdown import render_excerpt
 from tests.support.editor import page_csrf, signed_in
 
 CREDENTIALS = """# Package index credentials
@@ -66,6 +67,16 @@ def test_an_answers_code_block_is_shown_as_code_and_its_citations_as_links(clien
                     r'<a href="/documents/[^"]+#hl" class="cite">\[1\]</a>:</p><pre>', answer), answer
 
 
+def test_the_cited_excerpt_is_rendered_with_its_code_as_code(client: TestClient) -> None:
+    page = client.post("/ask", data={"query": QUESTION, "csrf": page_csrf(client, "/ask")})
+    link = html.unescape(re.search(r'<a href="([^"]+)" class="cite">\[1\]</a>', page.text).group(1))
+    document = client.get(link).text
+    excerpt = re.search(r'<blockquote id="cited-excerpt">(.*?)</blockquote>', document, re.S).group(1)
+    assert "```" not in excerpt and "<pre><code>uv auth login example.com\n" in excerpt
+    assert "<script" not in excerpt and "&lt;script&gt;" in excerpt
+    assert '<mark id="hl">' in re.search(r'<article class="doc" id="doc-body">(.*?)</article>', document, re.S).group(1)
+
+
 SOURCES = [{"number": 1, "link": "/documents/a?version=1&hl=0-9#hl"}, {"number": 2, "link": "/documents/b"}]
 
 
@@ -82,3 +93,11 @@ def test_the_answers_blocks_and_inline_code_with_markers_in_code_kept_as_text() 
     assert render_answer("a ``x ` y`` b ` c", []) == "<p>a <code>x ` y</code> b ` c</p>"
     assert render_answer("```x```", []) == "<p><code>x</code></p>"  # a fence's info holds no backtick
 
+
+def test_an_excerpt_cut_inside_a_code_block_is_still_code() -> None:
+    body = "# T\n\nIntro.\n\n```sh\nline one\nline two\n```\n\nAfter.\n"
+    inside = render_excerpt(body, (body.index("line two"), len(body)))
+    assert '<pre><code class="language-sh">line two\n</code></pre>' in inside and "<p>After.</p>" in inside
+    at_close = render_excerpt(body, (body.index("```\n\nAfter"), len(body)))
+    assert "<pre>" not in at_close and "<p>After.</p>" in at_close
+    assert render_excerpt(body, (0, body.index("line"))) == '<h1>T</h1>\n<p>Intro.</p>\n<pre><code class="language-sh"></code></pre>\n'
