@@ -3,7 +3,6 @@ Server-Sent Events (`POST /ask/stream`), each `[n]` a link to the excerpt it cit
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterator
 
 from fastapi import APIRouter, Form, Request
@@ -15,28 +14,13 @@ from rag.errors import RagError
 from rag.service.identity.sessions import SIGNED_OUT
 from rag.synthesize import declines
 from rag.synthesize.types import Answer, AnswerEvent
+from rag.web.answers import render_answer
 from rag.web.caller import CSRF_REFUSED, Caller, SignInNeeded, original_link, templates
 
 router = APIRouter(include_in_schema=False)
 
-CITATION = re.compile(r"\[(\d{1,4})\]")
-
-
-def cite_parts(text: str, sources: list[dict[str, Any]]) -> list[dict[str, str | None]]:
-    """An answer's text in pieces, each `[n]` marker a link to source n's first cited excerpt."""
-    links = {source["number"]: source["link"] for source in sources}
-    parts: list[dict[str, str | None]] = []
-    at = 0
-    for match in CITATION.finditer(text):
-        link = links.get(int(match.group(1)))
-        if link is None:
-            continue
-        parts += [{"text": text[at:match.start()], "link": None}, {"text": match.group(0), "link": link}]
-        at = match.end()
-    return parts + [{"text": text[at:], "link": None}]
-
-
-templates.env.filters["cite_parts"] = cite_parts
+# The answer's code blocks, lists and paragraphs as HTML, each `[n]` a link: rag/web/answers.py.
+templates.env.filters["answer_html"] = render_answer
 
 
 @router.get("/ask")

@@ -8,7 +8,8 @@ document needs, links with http, https or mailto only. The pages' Content-Securi
 A cited excerpt is shown inside its version by its character span (`char_start`, `char_end` of the
 body): two private-use characters are put at the span's ends before rendering, and the text between
 them in the HTML is wrapped in `<mark>`, so the highlight follows the rendered headings, lists and
-paragraphs it crosses.
+paragraphs it crosses. The excerpt alone, shown above the document, is rendered the same way
+(`render_excerpt`); one cut inside a code block is still code.
 """
 
 from __future__ import annotations
@@ -55,6 +56,25 @@ def render(body: str, span: tuple[int, int] | None = None) -> Markup:
         start = min(end, start + _LINE_MARKERS.match(body, start).end() - start)
     html = _md.render(body[:start] + START + body[start:end] + END + body[end:])
     return Markup(sanitise(_marked(html)))
+
+
+def render_excerpt(body: str, span: tuple[int, int]) -> Markup:
+    """The characters `span` of the body, alone, as safe HTML. An excerpt that starts inside a fenced
+    code block of the body opens with that block's fence, so its code is shown as code, not as text."""
+    start, end = max(0, min(span[0], len(body))), max(0, min(span[1], len(body)))
+    excerpt = body[start:end]
+    if not excerpt:
+        return Markup("")
+    line = body.count("\n", 0, start)
+    for token in _md.parse(body):
+        if token.type != "fence" or not token.map or not token.map[0] < line < token.map[1]:
+            continue
+        if line == token.map[1] - 1 and excerpt.lstrip().startswith(token.markup):  # at its closing fence
+            excerpt = excerpt.partition("\n")[2]
+        else:
+            excerpt = f"{token.markup}{token.info}\n{excerpt}"
+        break
+    return Markup(sanitise(_md.render(excerpt)))
 
 
 def _marked(html: str) -> str:

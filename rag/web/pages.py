@@ -24,7 +24,7 @@ from rag.service import KnowledgeService, Principal
 from rag.service.identity.sessions import SIGNED_OUT
 from rag.web import asking, sources
 from rag.web.caller import COOKIE, CSRF_REFUSED, HERE, SIGNIN_COOKIE, Caller, SignInNeeded, page, secure_cookie
-from rag.web.markdown import render
+from rag.web.markdown import render, render_excerpt
 
 log = logging.getLogger("rag.web")
 
@@ -130,7 +130,7 @@ def document(request: Request, node_id: str, version: int | None = None, hl: str
     except RagError as exc:
         return caller.refused(exc)
     span = _span(hl)
-    excerpt = shown.content[span[0]:span[1]] if span else None
+    excerpt = render_excerpt(shown.content, span) if span else None
     info = svc.node_info(me, node_id)
     newest = max(versions, key=lambda v: v.version_number)
     edit_body = svc.get_document_version(me, node_id, newest.version_number).content

@@ -32,6 +32,12 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 WAIT_S = 60
 INERT = ("# Tricky page\n\nBefore the script.\n\n<script>window.__pwned = 1</script>\n\n"
          "<img src=\"x\" onerror=\"window.__pwned = 2\">\n\n[a link](javascript:window.__pwned=3)\n\nAfter the script.\n")
+# An answer to CODE_QUESTION quotes this page's code block: the page shows it as code, its script as text.
+CODE_PAGE = ("# Package index credentials\n\n## Adding credentials\n\nTo add credentials for a package index, use "
+             "the `uv auth login` command:\n\n```\nuv auth login example.com\n"
+             "echo \"<script>window.__pwned = 5</script>\" > ~/.netrc\n```\n\n"
+             "The credentials are kept in the system keyring.\n")
+CODE_QUESTION = "How do I add credentials for a package index?"
 
 
 def _browser_or_skip() -> Any:
@@ -133,6 +139,8 @@ def site(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReques
             kb = svc.knowledge_base(admin, "default")
             inert = svc.create_document(admin, kb.root_id, "Tricky page", INERT)
             svc.publish_version(admin, inert.node_id, 1)
+            code = svc.create_document(admin, kb.root_id, "Package index credentials", CODE_PAGE)
+            svc.publish_version(admin, code.node_id, 1)
             with LiveServer(svc) as server:
                 site = Site(server.url, svc, driver)
                 site.cafeteria = root / "cafeteria"
@@ -270,6 +278,36 @@ def test_an_answers_citation_opens_the_highlighted_excerpt(site: Site) -> None:
     assert site.css("#declined").is_displayed() and not site.all("#sources > li")
     # The reason is said in words (rag/synthesize/declines.py), not only that it declined.
     assert site.css("#declined-reason").text in {describe(r) for r in REASONS}
+
+
+def test_a_streamed_answers_code_block_is_code_and_its_excerpt_rendered(site: Site) -> None:
+    site.sign_in("editor")
+    site.open("/ask")
+    site.css("#query").send_keys(CODE_QUESTION)
+    site.css("#ask").click()
+    site.wait(lambda d: d.find_element("css selector", "#answer").get_attribute("data-done"), "the whole answer")
+    answer = site.css("#answer")
+    code = site.css("#answer pre > code")
+    assert code.text.splitlines() == ["uv auth login example.com", 'echo "<script>window.__pwned = 5</script>" > ~/.netrc']
+    assert "```" not in answer.text and site.css("#answer p > code").text == "uv auth login"
+    assert [a.text for a in site.all("#answer a.cite")] == ["[1]"]
+    assert not site.all("#answer script") and site.driver.execute_script("return window.__pwned === undefined")
+    # The script draws what the server draws for the page without script (rag/web/answers.py).
+    cookies = {"rag_session": site.driver.get_cookie("rag_session")["value"]}
+    form = httpx.get(f"{site.url}/ask", cookies=cookies).text
+    csrf = form.split('name="csrf-token" content="', 1)[1].split('"', 1)[0]
+    page = httpx.post(f"{site.url}/ask", data={"query": CODE_QUESTION, "csrf": csrf}, cookies=cookies, timeout=60).text
+    served = page.split('<div id="answer" class="answer">', 1)[1].split("</div>", 1)[0]
+    drawn = answer.get_attribute("innerHTML")
+    assert "<pre><code>" in served and drawn == site.driver.execute_script(
+        "const t = document.createElement('template'); t.innerHTML = arguments[0]; return t.innerHTML;", served)
+    site.shot("answer-with-code")
+    site.all("#answer a.cite")[0].click()
+    excerpt = site.css("#cited-excerpt")
+    assert "```" not in excerpt.text
+    assert "uv auth login example.com" in excerpt.find_element("css selector", "pre > code").text
+    assert site.css("mark#hl").text
+    site.shot("cited-excerpt-with-code")
 
 
 def test_a_document_holding_a_script_renders_inert(site: Site) -> None:

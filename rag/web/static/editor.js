@@ -75,22 +75,149 @@ function enhancePublishing() {
 
 // ----- asking: Server-Sent Events over fetch, [n] markers as links -----
 
-function renderAnswer(box, text, sources) {
-  const links = new Map(sources.map((s) => [s.number, s.link]));
-  box.textContent = "";
+// The blocks of an answer, as rag/web/answers.py reads them: paragraphs apart by a blank line,
+// `- item` lists, and fenced code blocks (a fence left open, while it streams, runs to the end).
+const FENCE = /^( {0,3})(`{3,}|~{3,})(.*)$/;
+const BULLET = /^ {0,3}[-*+][ \t]+/;
+const INFO = /^[A-Za-z0-9_+#.-]{1,40}$/;
+
+function opening(line) {
+  const fence = FENCE.exec(line);
+  if (!fence || (fence[2][0] === "`" && fence[3].includes("`"))) return null;
+  return fence;
+}
+
+function closes(line, marker) {
+  const stripped = line.trim();
+  return line.length - line.replace(/^ +/, "").length <= 3 && stripped.length >= marker.length
+    && stripped === marker[0].repeat(stripped.length);
+}
+
+function answerBlocks(text) {
+  const found = [];
+  let current = null;
+  const lines = text.replace(/\r\n/g, "\n").split("\n");
+  let i = 0;
+  while (i < lines.length) {
+    const line = lines[i];
+    i += 1;
+    const fence = opening(line);
+    const bullet = BULLET.exec(line);
+    if (fence) {
+      const indent = fence[1].length;
+      const marker = fence[2];
+      const word = fence[3].trim().split(" ")[0];
+      const code = { kind: "code", lines: [], info: INFO.test(word) ? word : "" };
+      while (i < lines.length && !closes(lines[i], marker)) {
+        const body = lines[i];
+        code.lines.push(body.slice(Math.min(indent, body.length - body.replace(/^ +/, "").length)));
+        i += 1;
+      }
+      i += 1; // the closing fence
+      found.push(code);
+      current = null;
+    } else if (!line.trim()) {
+      current = null;
+    } else if (bullet) {
+      if (!current || current.kind !== "ul") {
+        current = { kind: "ul", items: [] };
+        found.push(current);
+      }
+      current.items.push([line.slice(bullet[0].length)]);
+    } else if (current && current.kind === "ul") {
+      current.items[current.items.length - 1].push(line.trim()); // a list item's next line
+    } else {
+      if (!current) {
+        current = { kind: "p", lines: [] };
+        found.push(current);
+      }
+      current.lines.push(line);
+    }
+  }
+  return found;
+}
+
+// Text into `parent`: each [n] of a known source a link (class "cite"), the rest text nodes.
+function appendCited(parent, text, links) {
   let at = 0;
   for (const match of text.matchAll(/\[(\d{1,4})\]/g)) {
     const link = links.get(Number(match[1]));
     if (!link) continue;
-    box.append(text.slice(at, match.index));
+    parent.append(text.slice(at, match.index));
     const a = document.createElement("a");
     a.href = link;
     a.className = "cite";
     a.textContent = match[0];
-    box.append(a);
+    parent.append(a);
     at = match.index + match[0].length;
   }
-  box.append(text.slice(at));
+  parent.append(text.slice(at));
+}
+
+// A closing run of exactly `size` backticks at or after `from`, or -1.
+function closingTicks(text, from, size) {
+  for (let at = text.indexOf("`", from); at >= 0; at = text.indexOf("`", at)) {
+    let end = at;
+    while (end < text.length && text[end] === "`") end += 1;
+    if (end - at === size) return at;
+    at = end;
+  }
+  return -1;
+}
+
+// `code` spans as <code> (a marker inside one stays text), the rest through appendCited.
+function appendInline(parent, text, links) {
+  let at = 0;
+  while (at < text.length) {
+    const tick = text.indexOf("`", at);
+    if (tick < 0) {
+      appendCited(parent, text.slice(at), links);
+      break;
+    }
+    let run = tick;
+    while (run < text.length && text[run] === "`") run += 1;
+    const close = closingTicks(text, run, run - tick);
+    if (close < 0) { // no closing run of the same length: the backticks are text
+      appendCited(parent, text.slice(at, run), links);
+      at = run;
+      continue;
+    }
+    let code = text.slice(run, close);
+    if (code.length > 2 && code[0] === " " && code[code.length - 1] === " " && code.trim()) code = code.slice(1, -1);
+    appendCited(parent, text.slice(at, tick), links);
+    const element = document.createElement("code");
+    element.textContent = code;
+    parent.append(element);
+    at = close + (run - tick);
+  }
+}
+
+// The answer's text is untrusted (it quotes documents): nodes and textContent only, never innerHTML.
+function renderAnswer(box, text, sources) {
+  const links = new Map(sources.map((s) => [s.number, s.link]));
+  box.textContent = "";
+  for (const block of answerBlocks(text)) {
+    if (block.kind === "code") {
+      const pre = document.createElement("pre");
+      const code = document.createElement("code");
+      if (block.info) code.className = "language-" + block.info;
+      code.textContent = block.lines.join("\n");
+      pre.append(code);
+      box.append(pre);
+    } else if (block.kind === "ul") {
+      const list = document.createElement("ul");
+      for (const item of block.items) {
+        const li = document.createElement("li");
+        appendInline(li, item.join("\n"), links);
+        list.append(li);
+      }
+      box.append(list);
+    } else {
+      const p = document.createElement("p");
+      appendInline(p, block.lines.join("\n"), links);
+      box.append(p);
+    }
+  }
 }
 
 // The server says which URLs may be links (`original`: http or https only); any other is text.
@@ -169,6 +296,7 @@ async function ask(form) {
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
     let buffer = "";
+    let text = "";
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
@@ -184,7 +312,10 @@ async function ask(form) {
           else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
         }
         const payload = JSON.parse(data.join("\n"));
-        if (name === "delta") box.append(payload.text);
+        if (name === "delta") {
+          text += payload.text;
+          renderAnswer(box, text, []); // drawn as it comes: code as code; the links come with "done"
+        }
         else if (name === "done") {
           renderAnswer(box, payload.answer, payload.sources);
           renderSources(list, payload.sources);
