@@ -118,3 +118,30 @@ def test_a_sentence_stating_the_number_answers() -> None:
 def test_a_question_asking_no_value_is_not_checked() -> None:
     found = pool()
     assert _checked("Why are large uploads refused?", [one(found, "Uploads larger than")]).declined is None
+
+
+def _hit(n: int, title: str) -> Hit:
+    return Hit(0, 0.0, ["text"], f"p{n}", "kb", f"corpus:w:kb:p{n}", title, None, 1, [title], "", 0, 0)
+
+
+def _said(excerpt: int, document: str, text: str, vector: list[float]) -> Candidate:
+    import numpy as np
+
+    v = np.array(vector, dtype=float)
+    return Candidate(excerpt, text, document, vector=v / np.linalg.norm(v))
+
+
+def test_the_topics_own_page_is_cited_for_what_a_sibling_repeats() -> None:
+    from rag.retrieve.text import stems
+    from rag.synthesize.extractive.steps import canonical
+
+    hits = [_hit(1, "Getting started"), _hit(2, "Creating a library")]
+    guide = _said(1, "corpus:w:kb:p1", "Pass `--lib` to create a library.", [1.0, 0.05])
+    reference = _said(2, "corpus:w:kb:p2", "The `--lib` flag creates a library.", [1.0, 0.0])
+    weights = {stem: 1.0 for stem in stems("create library")}
+    assert canonical([guide], [guide, reference], hits, weights) == [reference]
+    # The other way round, the page whose title names less of the question gives nothing.
+    assert canonical([reference], [reference, guide], hits, weights) == [reference]
+    # A sentence of the sibling that says something else is no repeat.
+    other = _said(2, "corpus:w:kb:p2", "Libraries are built with a build backend.", [0.0, 1.0])
+    assert canonical([guide], [guide, other], hits, weights) == [guide]

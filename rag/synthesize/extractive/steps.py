@@ -9,16 +9,18 @@ what it added, dropped or declined recorded. docs/architecture.md states each ru
    not covered where no sentence is close to it.
 4. `choose`: the best sentences of the best sentence's document, of the document it leads to (or a
    near tie), of a document holding a part of the question the others do not, and each part's best.
-5. `add_neighbours`: a chosen sentence gets the neighbour under its heading that completes it: for a
+5. `prefer_canonical`: a sentence another document repeats, where that document's title names
+   more of the question, is cited from that document (the topic's own page over a sibling).
+6. `add_neighbours`: a chosen sentence gets the neighbour under its heading that completes it: for a
    how-to question the one that says how, for a question asking a value (a number, a port, a flag)
    the one that states it, and after a failure the step that resolves it.
-6. `add_subject`: a page named after a subject term the answer leaves out gives its best sentence.
-7. `keep_named_pages`: an answer quoting two or more pages the question names keeps only those.
-8. `check_words`: declines when the sentences hold none of the question's words.
-9. `check_subject`: declines when they do not name what the question is about, or another period.
-10. `check_fact`: declines when the question asks for a value of a kind an answer must state (a
+7. `add_subject`: a page named after a subject term the answer leaves out gives its best sentence.
+8. `keep_named_pages`: an answer quoting two or more pages the question names keeps only those.
+9. `check_words`: declines when the sentences hold none of the question's words.
+10. `check_subject`: declines when they do not name what the question is about, or another period.
+11. `check_fact`: declines when the question asks for a value of a kind an answer must state (a
     maximum, a percentage, a port) and no sentence states one.
-11. `reading_order`: the best sentence's excerpt first, each excerpt's sentences as written.
+12. `reading_order`: the best sentence's excerpt first, each excerpt's sentences as written.
 """
 
 from __future__ import annotations
@@ -239,6 +241,39 @@ def choose(draft: Draft, env: Env) -> Draft:
     return draft
 
 
+def _title_share(c: Candidate, hits: Sequence[Hit], weights: dict[str, float]) -> float:
+    return held_share(weights, stems(hits[c.excerpt - 1].title))
+
+
+def canonical(chosen: list[Candidate], ranked: Sequence[Candidate], hits: Sequence[Hit], weights: dict[str, float],
+              tuning: Tuning = TUNING) -> list[Candidate]:
+    """Each chosen sentence, or in its place the same thing said on the topic's own page: a
+    sentence of another document that repeats it (`repeat_similarity` in meaning) where that
+    document's title holds at least `canonical_margin` more of the question's weight. A guide that
+    repeats the reference page's sentence then cites the reference page."""
+    found = list(chosen)
+    documents = {c.document for c in chosen}
+    for n, c in enumerate(chosen):
+        if c.vector is None:
+            continue
+        own = _title_share(c, hits, weights)
+        for other in ranked:
+            if (other.document in documents or other.vector is None
+                    or float(other.vector @ c.vector) <= tuning.repeat_similarity):
+                continue
+            if _title_share(other, hits, weights) >= own + tuning.canonical_margin:
+                found[n] = other
+                documents.add(other.document)
+                break
+    return found
+
+
+def prefer_canonical(draft: Draft, env: Env) -> Draft:
+    if draft.question.weights:
+        draft.chosen = canonical(draft.chosen, draft.ranked, draft.hits, draft.question.weights, env.tuning)
+    return draft
+
+
 def neighbour(c: Candidate, at: dict[tuple[int, int], Candidate], question: Question) -> Candidate | None:
     """The sentence next to `c` under the same heading that completes it, if any:
     - for a how-to question, where `c` says what happens but not how ("If the lockfile is not
@@ -395,7 +430,7 @@ def reading_order(draft: Draft, env: Env) -> Draft:
 
 Step = Callable[[Draft, Env], Draft]
 STEPS: tuple[Step, ...] = (
-    score_sentences, lead_with_holding_document, answer_parts, choose, add_neighbours, add_subject,
+    score_sentences, lead_with_holding_document, answer_parts, choose, prefer_canonical, add_neighbours, add_subject,
     keep_named_pages, check_words, check_subject, check_fact, reading_order,
 )
 
