@@ -5,7 +5,6 @@ for a maximum the pages never state declines by name."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

@@ -219,7 +219,7 @@ def test_a_table_row_is_still_one_sentence_for_scoring() -> None:
 
 def test_a_chosen_row_is_written_as_a_table_with_its_header_and_citation() -> None:
     (first, *_) = sentences(SETTINGS)
-    written = write([Candidate(1, first.text, "env")], [hit(SETTINGS)], "")
+    written = write([Candidate(1, first.text, "env", table=first.table)], [hit(SETTINGS)], "")
     assert written.splitlines() == [
         "| Setting | Default | Meaning |",
         "| :--- | :---: | --- |",
@@ -233,7 +233,8 @@ def test_a_chosen_row_is_written_as_a_table_with_its_header_and_citation() -> No
 
 def test_rows_of_one_table_share_its_header_and_prose_stands_apart() -> None:
     found = sentences(SETTINGS)
-    chosen = [Candidate(1, found[0].text, "env"), Candidate(1, found[1].text, "env", position=1),
+    chosen = [Candidate(1, found[0].text, "env", table=found[0].table),
+              Candidate(1, found[1].text, "env", position=1, table=found[1].table),
               Candidate(1, "The cache can be cleared with `uv cache clean` at any time.", "env", position=5)]
     written = write(chosen, [hit(SETTINGS)], "")
     lines = written.splitlines()

@@ -19,6 +19,7 @@ class Candidate:
     context: str = ""  # the section heading it sits under, which says what "it" and "this" are
     position: int = 0  # order within its excerpt
     attachment: str = ""  # a code block or short list the sentence introduces
+    table: str = ""  # for a table row: the row under its table's header, as it is written out
     score: float = 0.0
     prior: float = 0.0  # the cheap score every sentence gets before the best few are embedded
     base: float = 0.0  # what its kind and the retriever's order add to its score

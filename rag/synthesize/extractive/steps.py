@@ -67,7 +67,8 @@ def find_sentences(hits: Sequence[Hit], tuning: Tuning = TUNING) -> list[Candida
         for i, hit in enumerate(hits, start=1):
             fallback = hit.heading_path[-1] if hit.heading_path else ""
             for position, s in enumerate(excerpt_sentences(hit.text, min_words)):
-                found.append(Candidate(i, s.text, hit.node_id, s.heading or fallback, position, s.attachment))
+                found.append(Candidate(i, s.text, hit.node_id, s.heading or fallback, position, s.attachment,
+                                       table=s.table))
         return found
 
     return collect(tuning.min_words) or collect(tuning.min_words_fallback)

@@ -107,8 +107,7 @@ def write(chosen: Sequence[Candidate], hits: Sequence[Hit], question_words: str,
     that nothing answers is named last, uncited."""
     compared = {c.document for c in chosen if names_page(hits[c.excerpt - 1], question_words)}
     label = question_words if len(compared) >= 2 else ""
-    rows = tables(chosen, hits)
-    return join([cited_row(rows[id(c)], c.excerpt, _label(text, c.text)) if id(c) in rows
+    return join([cited_row(c.table, c.excerpt, _label(text, c.text)) if c.table
                  else with_citation(text, c.excerpt, c.attachment)
                  for c, text in zip(chosen, referents(chosen, hits, label))] + [not_covered(p) for p in uncovered])
 
@@ -116,22 +115,6 @@ def write(chosen: Sequence[Candidate], hits: Sequence[Hit], question_words: str,
 def _label(written: str, sentence: str) -> str:
     """What `with_referent` put before a sentence ("Dundee Canal: "), else nothing."""
     return written[: -len(sentence)] if written != sentence and written.endswith(sentence) else ""
-
-
-def tables(chosen: Sequence[Candidate], hits: Sequence[Hit]) -> dict[int, str]:
-    """The table each chosen table row is shown as (by the candidate's id), read again from its
-    excerpt: a candidate carries the row's sentence only, and only the few chosen need their table."""
-    found: dict[int, str] = {}
-    read: dict[int, dict[str, str]] = {}
-    for c in chosen:
-        text = hits[c.excerpt - 1].text
-        if c.attachment or "|" not in text:
-            continue
-        if c.excerpt not in read:
-            read[c.excerpt] = {s.text: s.table for s in excerpt_sentences(text, 1) if s.table}
-        if c.text in read[c.excerpt]:
-            found[id(c)] = read[c.excerpt][c.text]
-    return found
 
 
 def embedded_text(context: str, sentence: str) -> str:
