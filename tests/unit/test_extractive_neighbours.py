@@ -145,3 +145,17 @@ def test_the_topics_own_page_is_cited_for_what_a_sibling_repeats() -> None:
     # A sentence of the sibling that says something else is no repeat.
     other = _said(2, "corpus:w:kb:p2", "Libraries are built with a build backend.", [0.0, 1.0])
     assert canonical([guide], [guide, other], hits, weights) == [guide]
+
+
+def test_a_version_number_in_code_states_no_maximum() -> None:
+    text = "# Workspaces\n\nDefine each package as its own project with path dependencies:\n\n" \
+           "```toml\n[project]\nversion = \"0.1.0\"\nrequires-python = \">=3.12\"\n```\n"
+    found = pool(text)
+    (lead,) = [c for c in found if c.attachment]
+    assert _checked("What's the maximum number of members a workspace can have?", [lead]).declined == declines.FACT_NOT_STATED
+    # A value (a setting, a flag) may well be in the code.
+    assert _checked("Which setting gives the project's version?", [lead]).declined is None
+
+
+def test_the_largest_size_asks_for_a_number() -> None:
+    assert "number" in asks_for("What's the largest file size I can upload?")

@@ -112,8 +112,9 @@ def holds_asked(c: Candidate, asks: set[str]) -> bool | None:
     required = [kind for kind in KINDS if kind.name in asks and kind.required and kind.holds is not None]
     if not required:
         return None
-    text = f"{c.text} {c.attachment}"
-    return any(kind.holds.search(text) for kind in required)
+    code = c.attachment.startswith("```")
+    return any(kind.holds.search(f"{c.text} {c.attachment}" if kind.in_code or not code else c.text)
+               for kind in required)
 
 
 def kind_score(c: Candidate, asks: set[str], question_stems: set[str], held: float, tuning: Tuning = TUNING) -> float:

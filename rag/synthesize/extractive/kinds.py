@@ -31,16 +31,18 @@ class Kind:
     holds: re.Pattern[str] | None  # a sentence holding such an answer (None: features.py decides)
     feature: str  # the sentence feature it feeds: "type", "lead" or "howto"
     required: bool = False  # an answer without a sentence holding it does not answer
+    in_code: bool = True  # the code block a sentence introduces may hold it (a number in code is mostly a version)
 
 
 KINDS: tuple[Kind, ...] = (
     Kind("number",
          re.compile(r"\bhow (?:many|much|long|often|far|big|large|old)\b"
-                    r"|\b(?:minimum|maximum|limit|percentage|percent|rate|cap|amount)\b", re.I),
+                    r"|\b(?:minimum|maximum|limit|percentage|percent|rate|cap|amount|largest|smallest|biggest|longest"
+                    r"|shortest|highest|lowest|fewest)\b", re.I),
          re.compile(rf"\d|\b{_NUMBER_WORDS}\b|\b(?:no|any|unlimited|dozen|several)\s+(?:limit|maximum|cap)\b"
                     r"|\b(?:an?|few|several)\s+(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?)\b"
                     r"|\b(?:daily|weekly|monthly|annually|yearly|hourly)\b", re.I),
-         "type", required=True),
+         "type", required=True, in_code=False),
     Kind("time",
          re.compile(r"\b(?:when|how soon|how quickly|what time|which day|what day|weekday|deadline|by when)\b", re.I),
          re.compile(
