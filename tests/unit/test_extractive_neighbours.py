@@ -159,3 +159,18 @@ def test_a_version_number_in_code_states_no_maximum() -> None:
 
 def test_the_largest_size_asks_for_a_number() -> None:
     assert "number" in asks_for("What's the largest file size I can upload?")
+
+
+def test_no_sentence_is_shown_twice() -> None:
+    from rag.synthesize.extractive.steps import once, repeats
+
+    text = ("# Changing your name\n\nFollow these steps if your name does not match your documents:\n\n"
+            "- Log in to HR Links and open your profile.\n"
+            "- Wait up to 5 business days for the changes to take effect.\n\n"
+            "Wait up to 5 business days for the changes to take effect.\n")
+    found = pool(text)
+    lead = next(c for c in found if c.attachment)
+    again = next(c for c in found if c.text.startswith("Wait up to 5") and not c.attachment)
+    assert repeats(again, [lead]) and repeats(lead, [again])
+    assert once([lead, again]) == [lead] and once([again, lead]) == [lead]
+    assert once([again, again]) == [again]

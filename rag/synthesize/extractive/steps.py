@@ -137,11 +137,30 @@ def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 0.0
 
 
+def _shown_in(c: Candidate, other: Candidate) -> bool:
+    """Is `c`'s sentence shown already inside what `other` introduces (a list item of it)?"""
+    return bool(other.attachment) and " ".join(c.text.split()).rstrip(".") in " ".join(other.attachment.split())
+
+
 def repeats(c: Candidate, chosen: Sequence[Candidate], tuning: Tuning = TUNING) -> bool:
-    """Says what a chosen sentence says already (close in meaning, or mostly the same words)."""
+    """Says what a chosen sentence says already (close in meaning, or mostly the same words), or
+    is shown already in what one introduces (an item of its list), or shows one in its own list."""
     words = stems(c.text)
-    return any(float(c.vector @ other.vector) > tuning.repeat_similarity
-               or _jaccard(words, stems(other.text)) > tuning.repeat_jaccard for other in chosen)
+    return any((c.vector is not None and other.vector is not None
+                and float(c.vector @ other.vector) > tuning.repeat_similarity)
+               or _jaccard(words, stems(other.text)) > tuning.repeat_jaccard
+               or _shown_in(c, other) or _shown_in(other, c) for other in chosen)
+
+
+def once(chosen: Sequence[Candidate]) -> list[Candidate]:
+    """The chosen sentences, none twice: a sentence shown already in a list another introduces, or
+    written the same as one before it, is left out."""
+    kept: list[Candidate] = []
+    for c in chosen:
+        if any(c.text == o.text for o in kept) or any(_shown_in(c, o) for o in chosen if o is not c):
+            continue
+        kept.append(c)
+    return kept
 
 
 def answer_parts(draft: Draft, env: Env) -> Draft:
@@ -414,14 +433,22 @@ def check_subject(draft: Draft, env: Env) -> Draft:
 
 def check_fact(draft: Draft, env: Env) -> Draft:
     """The question asks for a value an answer must state (kinds.py: a maximum, a percentage, a
-    port, a flag) and no chosen sentence states one: the topic is there, the fact is not."""
-    if draft.chosen and all(holds_asked(c, draft.question.asks) is False for c in draft.chosen):
+    port, a flag) and no chosen sentence holding `fact_held` of the question's weight states one:
+    the topic is there, the fact is not (a number about something else is not the one asked)."""
+    def states(c: Candidate) -> bool:
+        held = c.features.get("held", 0.0) if c.features else 1.0
+        return holds_asked(c, draft.question.asks) is not False and held >= env.tuning.fact_held
+
+    if draft.chosen and any(holds_asked(c, draft.question.asks) is not None for c in draft.chosen) \
+            and not any(states(c) for c in draft.chosen):
         draft.declined = declines.FACT_NOT_STATED
     return draft
 
 
 def reading_order(draft: Draft, env: Env) -> Draft:
-    """The best sentence's excerpt first; within an excerpt, sentences in the order they are written."""
+    """The best sentence's excerpt first; within an excerpt, sentences in the order they are
+    written; no sentence twice (`once`)."""
+    draft.chosen = once(draft.chosen)
     first_rank: dict[int, int] = {}
     for rank, c in enumerate(draft.chosen):
         first_rank.setdefault(c.excerpt, rank)
