@@ -174,3 +174,18 @@ def test_no_sentence_is_shown_twice() -> None:
     assert repeats(again, [lead]) and repeats(lead, [again])
     assert once([lead, again]) == [lead] and once([again, lead]) == [lead]
     assert once([again, again]) == [again]
+
+
+def test_a_fix_that_does_not_fit_takes_the_room_of_later_sentences() -> None:
+    from rag.synthesize.extractive.tuning import Tuning
+
+    found = pool()
+    failure = one(found, "If another program already uses the port")
+    later = one(found, "Uploads larger than the configured size")
+    fix = one(found, "To fix this")
+    q = question("The server won't start and says the address is in use. What should I do?")
+    room = failure.size + fix.size + 5
+    assert with_neighbours([failure, later], found, q, Tuning(max_answer_chars=room)) == [failure, fix]
+    # No room even without the later sentence: nothing is dropped for nothing.
+    tight = Tuning(max_answer_chars=failure.size + 5)
+    assert with_neighbours([failure, later], found, q, tight) == [failure, later]

@@ -324,24 +324,29 @@ def neighbour(c: Candidate, at: dict[tuple[int, int], Candidate], question: Ques
 def with_neighbours(chosen: list[Candidate], pool: Sequence[Candidate], question: Question,
                     tuning: Tuning = TUNING) -> list[Candidate]:
     """Each chosen sentence followed by its `neighbour` where it has one not chosen already; at
-    most `more_neighbours` are added, within `max_answer_chars`."""
+    most `more_neighbours` are added, within `max_answer_chars`: where one does not fit, the last
+    chosen sentences after the one it completes make room (it completes a better sentence)."""
     at = {(c.excerpt, c.position): c for c in pool}
     taken = {(c.excerpt, c.position) for c in chosen}
-    used = sum(c.size for c in chosen)
+    kept = list(chosen)
     added: list[Candidate] = []
     for c in chosen:
         if len(added) >= tuning.more_neighbours:
             break
-        extra = neighbour(c, at, question)
-        if extra is None:
+        extra = neighbour(c, at, question) if c in kept else None
+        if extra is None or (extra.excerpt, extra.position) in taken:
             continue
-        key = (extra.excerpt, extra.position)
-        if key in taken or used + extra.size > tuning.max_answer_chars:
+        spare = kept[kept.index(c) + 1:]
+        over = sum(o.size for o in kept + added) + extra.size - tuning.max_answer_chars
+        if over > sum(o.size for o in spare):
             continue
-        taken.add(key)
+        while over > 0:
+            dropped = spare.pop()
+            kept.remove(dropped)
+            over -= dropped.size
+        taken.add((extra.excerpt, extra.position))
         added.append(extra)
-        used += extra.size
-    return chosen + added
+    return kept + added
 
 
 def add_neighbours(draft: Draft, env: Env) -> Draft:
