@@ -167,7 +167,7 @@ def answer_parts(draft: Draft, env: Env) -> Draft:
     """For a question that asks several things, each part's best sentence, scored as every
     sentence is but against the part alone, with the ids of the sentences that answer that part
     about as well (within `part_tie`); none for a question of one part. A part whose best sentence
-    is under `part_uncovered` in meaning and holds under half of the part's words is noted in
+    is under `part_uncovered` in meaning and holds under `part_held` of the part's words is noted in
     `uncovered` instead (unless no part is answered), and the answer says the knowledge base does
     not cover it."""
     q, t = draft.question, env.tuning
@@ -184,7 +184,7 @@ def answer_parts(draft: Draft, env: Env) -> Draft:
         ]
         top = max(score for score, _ in scored)
         best = next(c for score, c in scored if score == top)
-        if float(best.vector @ vector) < t.part_uncovered and held_share(part_weights, _text_stems(best)) < 0.5:
+        if float(best.vector @ vector) < t.part_uncovered and held_share(part_weights, _text_stems(best)) < t.part_held:
             draft.uncovered.append(part)  # nothing here answers this part: the answer says so
             continue
         draft.parts.append((best, {id(c) for score, c in scored if score >= t.part_tie * top}))

@@ -63,6 +63,7 @@ class Tuning:
     fact_held: float = _n(0.2, "hand-set with issue 30: the share of the question's weight a sentence stating the asked value holds")
     canonical_margin: float = _n(0.25, "hand-set with issue 30: how much more of the question a page's title must name to be cited instead")
     part_uncovered: float = _n(0.35, "hand-set with issue 30: a part whose best sentence is further in meaning is not covered")
+    part_held: float = _n(0.5, "hand-set with issue 30: ... and holds under this share of the part's words")
     part_tie: float = _n(0.95, "hand-set: a chosen sentence scoring this share of a part's best answers that part")
     more_for_subject: int = _n(2, "hand-set: the other side of 'X or Y?' (HotpotQA comparisons)")
     more_neighbours: int = _n(2, "hand-set: the lead-in and code before, the value or the fix after")
