@@ -68,5 +68,12 @@ def test_a_refit_on_a_small_slice_is_deterministic(tmp_path: Path) -> None:
         scores = fit_answers.set_scores([dev], runs[0][0], True)
         assert 0.0 <= scores["dev_uv_docs"] <= 1.0
         assert fit_answers.objective(scores) >= fit_answers.objective(fit_answers.set_scores([dev], HAND, True))
+        # The same questions on the litellm path (a scripted loopback model that always answers): only
+        # the relevance check declines, so nothing answerable there is declined that it lets through.
+        model = fit_answers.model_path_rates([dev])["dev_uv_docs"]
+        assert set(model) == {"declined", "wrongly_declined"}
+        with_hits = [i for i in dev.items if i.answerable and i.hits]
+        answerable = [i for i in dev.items if i.answerable]
+        assert model["wrongly_declined"] == round(1 - len(with_hits) / len(answerable), 3)
     finally:
         dev.service.close()
