@@ -189,3 +189,26 @@ def test_a_fix_that_does_not_fit_takes_the_room_of_later_sentences() -> None:
     # No room even without the later sentence: nothing is dropped for nothing.
     tight = Tuning(max_answer_chars=failure.size + 5)
     assert with_neighbours([failure, later], found, q, tight) == [failure, later]
+
+
+def test_a_retrieved_sentence_stating_the_value_joins_the_answer() -> None:
+    from types import SimpleNamespace
+
+    found = pool()
+    topic = one(found, "The server listens on the loopback")
+    value = one(found, "By default it binds port 8000")
+    topic.score, value.score = 1.0, 0.9
+    draft = Draft(question("Which port does the server use?"), [])
+    draft.chosen, draft.ranked = [topic], [topic, value]
+    draft = check_fact(draft, Env(embedder=None, settings=SimpleNamespace(extractive_sentences=4)))  # type: ignore[arg-type]
+    assert draft.declined is None and draft.chosen == [topic, value]
+    value.score = 0.2  # far below the best: not what the answer is about
+    draft.chosen, draft.ranked, draft.declined = [topic], [topic, value], None
+    assert check_fact(draft, Env(embedder=None, settings=None)).declined == declines.FACT_NOT_STATED  # type: ignore[arg-type]
+
+
+def test_a_how_to_about_a_limit_is_no_question_for_a_number() -> None:
+    found = pool()
+    draft = _checked("My uploads keep getting refused. How do I get the size limit raised?",
+                     [one(found, "Uploads larger than the configured size")])
+    assert draft.declined is None

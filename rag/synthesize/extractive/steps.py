@@ -18,8 +18,9 @@ what it added, dropped or declined recorded. docs/architecture.md states each ru
 8. `keep_named_pages`: an answer quoting two or more pages the question names keeps only those.
 9. `check_words`: declines when the sentences hold none of the question's words.
 10. `check_subject`: declines when they do not name what the question is about, or another period.
-11. `check_fact`: declines when the question asks for a value of a kind an answer must state (a
-    maximum, a percentage, a port) and no sentence states one.
+11. `check_fact`: where the question asks for a value of a kind an answer must state (a maximum,
+    a percentage, a port) and no chosen sentence states one, takes the best retrieved one that
+    does, or declines when none does.
 12. `reading_order`: the best sentence's excerpt first, each excerpt's sentences as written.
 """
 
@@ -437,16 +438,31 @@ def check_subject(draft: Draft, env: Env) -> Draft:
 
 
 def check_fact(draft: Draft, env: Env) -> Draft:
-    """The question asks for a value an answer must state (kinds.py: a maximum, a percentage, a
-    port, a flag) and no chosen sentence holding `fact_held` of the question's weight states one:
-    the topic is there, the fact is not (a number about something else is not the one asked)."""
+    """A question asking for a value an answer must state (kinds.py: a maximum, a percentage, a
+    port, a flag; not a how-to, whose answer is a procedure) is answered by a sentence that states
+    one and holds `fact_held` of the question's weight (a number about something else is not the
+    one asked). Where no chosen sentence does, the best retrieved sentence that does, scoring
+    `fact_share` of the best, joins the answer in place of the last; where none does, the topic is
+    there and the fact is not: the answer declines as `fact_not_stated`."""
+    q, t = draft.question, env.tuning
+    if q.howto or not draft.chosen or all(holds_asked(c, q.asks) is None for c in draft.chosen):
+        return draft
+
     def states(c: Candidate) -> bool:
         held = c.features.get("held", 0.0) if c.features else 1.0
-        return holds_asked(c, draft.question.asks) is not False and held >= env.tuning.fact_held
+        return bool(holds_asked(c, q.asks)) and held >= t.fact_held
 
-    if draft.chosen and any(holds_asked(c, draft.question.asks) is not None for c in draft.chosen) \
-            and not any(states(c) for c in draft.chosen):
+    if any(states(c) for c in draft.chosen):
+        return draft
+    best = draft.chosen[0].score
+    found = next((c for c in draft.ranked if c not in draft.chosen and states(c) and c.score >= t.fact_share * best
+                  and not repeats(c, draft.chosen, t)), None)
+    if found is None:
         draft.declined = declines.FACT_NOT_STATED
+        return draft
+    if len(draft.chosen) >= env.settings.extractive_sentences:
+        draft.chosen = draft.chosen[:-1]
+    draft.chosen = [*draft.chosen, found]
     return draft
 
 

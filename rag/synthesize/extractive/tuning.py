@@ -61,6 +61,7 @@ class Tuning:
     near_tie: float = _n(0.95, "dev questions: the right page, when second, scored 0.98-0.99 of the best")
     new_part: float = _n(0.2, "HotpotQA sweep: 0.25/0.3/0.4 lost recall (benchmarks-history.md)")
     fact_held: float = _n(0.2, "hand-set with issue 30: the share of the question's weight a sentence stating the asked value holds")
+    fact_share: float = _n(0.7, "hand-set with issue 30: a retrieved sentence stating the asked value, at this share of the best, joins the answer")
     canonical_margin: float = _n(0.25, "hand-set with issue 30: how much more of the question a page's title must name to be cited instead")
     part_uncovered: float = _n(0.35, "hand-set with issue 30: a part whose best sentence is further in meaning is not covered")
     part_held: float = _n(0.5, "hand-set with issue 30: ... and holds under this share of the part's words")
