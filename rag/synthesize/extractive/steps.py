@@ -442,7 +442,8 @@ def check_fact(draft: Draft, env: Env) -> Draft:
     port, a flag; not a how-to, whose answer is a procedure) is answered by a sentence that states
     one and holds `fact_held` of the question's weight (a number about something else is not the
     one asked). Where no chosen sentence does, the best retrieved sentence that does, scoring
-    `fact_share` of the best, joins the answer in place of the last; where none does, the topic is
+    `fact_share` of the best, joins the answer (in place of the last where `max_answer_chars` leaves
+    no room); where none does, the topic is
     there and the fact is not: the answer declines as `fact_not_stated`."""
     q, t = draft.question, env.tuning
     if q.howto or not draft.chosen or all(holds_asked(c, q.asks) is None for c in draft.chosen):
@@ -460,8 +461,8 @@ def check_fact(draft: Draft, env: Env) -> Draft:
     if found is None:
         draft.declined = declines.FACT_NOT_STATED
         return draft
-    if len(draft.chosen) >= env.settings.extractive_sentences:
-        draft.chosen = draft.chosen[:-1]
+    if sum(c.size for c in draft.chosen) + found.size > t.max_answer_chars and len(draft.chosen) > 1:
+        draft.chosen = draft.chosen[:-1]  # no room: it takes the last one's place
     draft.chosen = [*draft.chosen, found]
     return draft
 
