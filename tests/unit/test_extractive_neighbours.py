@@ -8,7 +8,7 @@ from __future__ import annotations
 from rag.retrieve.types import Hit
 from rag.synthesize import declines
 from rag.synthesize.extractive import Candidate, Draft
-from rag.synthesize.extractive.kinds import asks_for
+from rag.synthesize.extractive.kinds import asks_for, counted
 from rag.synthesize.extractive.question import Question
 from rag.synthesize.extractive.steps import Env, check_fact, find_sentences, with_neighbours
 
@@ -45,7 +45,7 @@ def one(found: list[Candidate], start: str) -> Candidate:
 def question(text: str) -> Question:
     from rag.synthesize.extractive.kinds import FAILURE, is_howto
 
-    return Question(text, asks=asks_for(text), howto=is_howto(text), problem=bool(FAILURE.search(text)))
+    return Question(text, asks=asks_for(text), howto=is_howto(text), problem=bool(FAILURE.search(text)), unit=counted(text))
 
 
 def test_the_asked_value_in_the_next_sentence_joins_the_answer() -> None:

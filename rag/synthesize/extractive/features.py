@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rag.retrieve.text import STOPWORDS, WORD, porter_stem
-from rag.synthesize.extractive.kinds import ACTION, CODE, FAILURE, FIX, INTRO, KINDS, NEGATION, POINTER, STEP
+from rag.synthesize.extractive.kinds import ACTION, CODE, FAILURE, FIX, INTRO, KINDS, NEGATION, POINTER, STEP, holds
 from rag.synthesize.extractive.tuning import TUNING, Tuning
 
 if TYPE_CHECKING:
@@ -70,14 +70,15 @@ def says_how(c: Candidate) -> bool:
 
 
 def kind_features(c: Candidate, asks: set[str], question_stems: set[str], held: float,
-                  tuning: Tuning = TUNING, problem: bool = False) -> dict[str, float]:
-    """The sentence's kind features (the names of `KIND_WEIGHTS`), 0 where absent."""
+                  tuning: Tuning = TUNING, problem: bool = False, unit: str | None = None) -> dict[str, float]:
+    """The sentence's kind features (the names of `KIND_WEIGHTS`), 0 where absent; `unit` is what a
+    "how many" question counts (kinds.counted)."""
     relevant = min(1.0, tuning.relevant_scale * held)
     howto = "howto" in asks
     has_code = says_how(c)
     asked = [kind for kind in KINDS if kind.name in asks and kind.holds is not None]
-    has_type = any(kind.holds.search(c.text) for kind in asked if kind.feature == "type")
-    has_lead = any(kind.holds.search(c.text) for kind in asked if kind.feature == "lead")
+    has_type = any(holds(kind, c.text, question_stems, unit) for kind in asked if kind.feature == "type")
+    has_lead = any(holds(kind, c.text, question_stems) for kind in asked if kind.feature == "lead")
     # "Wednesday" after the question's own words is the answer, not a restatement.
     restated = not (c.attachment or has_code or has_type) and restates(c.text, question_stems, tuning)
     return {
@@ -106,14 +107,18 @@ def sentence_score(features: dict[str, float], tuning: Tuning = TUNING) -> float
                for feature, (name, sign) in SCORE_WEIGHTS.items() if features.get(feature))
 
 
-def holds_asked(c: Candidate, asks: set[str]) -> bool | None:
-    """Does the sentence (or what it introduces) state what the question asks for, where the
-    question asks for a kind an answer must state (`Kind.required`)? None when it asks for none."""
+def holds_asked(c: Candidate, asks: set[str], question_stems: set[str] | frozenset[str] = frozenset(),
+                unit: str | None = None) -> bool | None:
+    """Does the sentence (or what it introduces) state what the question asks for, more than the
+    question's own words, and a number that may be of the `unit` it counts (`kinds.holds`, not
+    strict), where the question asks for a kind an answer must state (`Kind.required`)? None when
+    it asks for none."""
     required = [kind for kind in KINDS if kind.name in asks and kind.required and kind.holds is not None]
     if not required:
         return None
     code = c.attachment.startswith("```")
-    return any(kind.holds.search(f"{c.text} {c.attachment}" if kind.in_code or not code else c.text)
+    return any(holds(kind, f"{c.text} {c.attachment}" if kind.in_code or not code else c.text, question_stems, unit,
+                     strict=False)
                for kind in required)
 
 

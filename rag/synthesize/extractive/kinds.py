@@ -14,11 +14,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_NUMBER_WORDS = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|hundred|half|twice|once)"
+from rag.retrieve.text import STOPWORDS, WORD, porter_stem
 
-# A how-to question: "How do I ...?", "Can I ...?", "What's the best way ...?", "I want to ...".
+_NUMBER_WORDS = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|hundred|half|twice)"
+# A number as a reader reads one ("80", "2.1%", "$3,000", "15th"), not the digits of a link or an
+# identifier ("file/d/13H21w1"); "once" only as a frequency ("once a week"), not as "once you have".
+_NUMBER = r"(?<![\w/=#.-])\d[\d,.]*(?:st|nd|rd|th|s|k|m|h|%)?(?![\w/])|\bonce (?:a|an|per|every)\b"
+_NUMBER_TOKEN = re.compile(rf"\d[\d,.]*(?:st|nd|rd|th|s|k|m|h)?|{_NUMBER_WORDS}")  # one word of a number
+
+# A how-to question: "How do I ...?", "Can I ...?", "What's the best way ...?", "I want to ...";
+# not a question of how something works ("How are search results ranked?", "How does X resolve ...?"),
+# whose answer explains rather than names a command.
 HOWTO = re.compile(
-    r"^\s*(?:how\b(?! (?:many|much|long|often|far|big|large|old|soon|quickly)\b)|can (?:i|you|we)\b|is (?:there|it possible)\b|what(?:'s| is) the (?:\w+ )?way\b"
+    r"^\s*(?:how\b(?! (?:many|much|long|often|far|big|large|old|soon|quickly)\b)"
+    r"(?! (?:is|are|was|were|does|did|do) (?!(?:i|you|we|one)\b))|can (?:i|you|we)\b|is (?:there|it possible)\b|what(?:'s| is) the (?:\w+ )?way\b"
     r"|i (?:want|need|would like|have)\b)|\bhow (?:do|can|should|would) (?:i|you|we)\b",
     re.IGNORECASE,
 )
@@ -39,14 +48,14 @@ KINDS: tuple[Kind, ...] = (
          re.compile(r"\bhow (?:many|much|long|often|far|big|large|old)\b"
                     r"|\b(?:minimum|maximum|limit|percentage|percent|rate|cap|amount|largest|smallest|biggest|longest"
                     r"|shortest|highest|lowest|fewest)\b", re.I),
-         re.compile(rf"\d|\b{_NUMBER_WORDS}\b|\b(?:no|any|unlimited|dozen|several)\s+(?:limit|maximum|cap)\b"
+         re.compile(rf"{_NUMBER}|\b{_NUMBER_WORDS}\b|\b(?:no|any|unlimited|dozen|several)\s+(?:limit|maximum|cap)\b"
                     r"|\b(?:an?|few|several)\s+(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?)\b"
                     r"|\b(?:daily|weekly|monthly|annually|yearly|hourly)\b", re.I),
          "type", required=True, in_code=False),
     Kind("time",
          re.compile(r"\b(?:when|how soon|how quickly|what time|which day|what day|weekday|deadline|by when)\b", re.I),
          re.compile(
-             r"\d|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june"
+             rf"{_NUMBER}|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june"
              r"|july|august|september|october|november|december|days?|weeks?|months?|years?|hours?|minutes?|daily"
              r"|weekly|monthly|annually|before|after|within|until|immediately)\b", re.I,
          ), "type"),
@@ -111,6 +120,98 @@ FIX = re.compile(
     r"|\b(?:to (?:fix|resolve|avoid|solve|work around) (?:this|that|it|the)|can be (?:fixed|resolved|avoided))\b",
     re.IGNORECASE)
 STEP = re.compile(r"^(?:then|next|now|finally|after that|afterwards|once (?:that|this) is done),", re.IGNORECASE)
+
+
+def holds(kind: Kind, text: str, question_stems: set[str] | frozenset[str] = frozenset(),
+          unit: str | None = None, strict: bool = True) -> bool:
+    """Does `text` hold an answer of this kind that is not only the question's own words again? In
+    reply to "By when each week must I submit my hours?", "track your hours each week" echoes the
+    question; "by the end of the day on Friday" answers it. Where a number question counts a
+    `unit`, the number must be one of that unit ("80 hours", not "November 15th"; `counts`)."""
+    if kind.holds is None:
+        return False
+    if unit is not None and kind.name == "number":
+        return counts(text, unit, strict)
+    for match in kind.holds.finditer(text):
+        words = WORD.findall(match.group(0).lower())
+        if not words or any(_NUMBER_TOKEN.fullmatch(w) or porter_stem(w) not in question_stems for w in words):
+            return True  # a number is never only an echo ("one year" after "one grade higher")
+    return False
+
+
+# What a number question counts: the plural noun after "how many" or "number of" ("How many of
+# those hours ...?", "How many permit checks were ...?", "the maximum number of knowledge bases"),
+# the one noun after "how much" ("how much notice"), or a unit it names ("in seconds"); money and
+# shares are units of their own ("how much money", "what amount", "what percentage").
+_COUNTED = re.compile(r"\b(how many|number of|how much|in)\b((?:\s+[A-Za-z][\w-]*){1,5})", re.IGNORECASE)
+_IN_UNITS = frozenset("seconds minutes hours days weeks months years bytes megabytes gigabytes characters".split())
+_ENDS_NOUN = frozenset(
+    "do does did is are was were can could should would will shall may might must i you we they he she it of per a an"
+    " the in on for to at by from with have has there that this those these my our your their one each every".split())
+_VAGUE = frozenset(porter_stem(w) for w in "time space size storage amount number lot".split())  # no unit
+# Units that answer for each other: "How many days ahead?" is answered by "two weeks".
+_FAMILIES = (frozenset(porter_stem(w) for w in "seconds minutes hours days weeks months years".split()),
+             frozenset(porter_stem(w) for w in "bytes kb mb gb tb kilobytes megabytes gigabytes terabytes".split()))
+_MONEY_ASKED = re.compile(r"\bhow much (?:money|funding|budget)\b|\bhow much (?:does|do|will|would) [\w\s]{0,30}\bcost\b"
+                          r"|\b(?:dollar )?amount\b", re.IGNORECASE)
+_SHARE_ASKED = re.compile(r"\b(?:percentage|percent|share|proportion)\b", re.IGNORECASE)
+_PLURAL = re.compile(r"[a-z]{2,}(?<!ss|us|is)s")
+MONEY, SHARE = "$", "%"  # the units of money and of shares
+_STATES_UNIT = {MONEY: re.compile(r"\$\s?\d|\d\s*(?:dollars|usd)\b", re.IGNORECASE),
+                SHARE: re.compile(r"\d\s*%|\bpercent\b", re.IGNORECASE)}
+
+
+def counted(question: str) -> str | None:
+    """The stem of what a number question counts ("reader" for "How many PIV card readers should I
+    have?", "second" for "... in seconds?"), `MONEY` or `SHARE`, or None where it names no unit
+    ("How long does it take?", "How much of the allowance ...?")."""
+    if _SHARE_ASKED.search(question):
+        return SHARE
+    if _MONEY_ASKED.search(question):
+        return MONEY
+    for match in _COUNTED.finditer(question):
+        cue, words = match.group(1).lower(), match.group(2).lower().split()
+        if cue == "in":
+            if words[0] in _IN_UNITS:
+                return porter_stem(words[0])
+            continue
+        if cue == "how many" and words[:1] == ["of"]:
+            words = words[2:]  # "how many of those hours"
+        noun = []
+        for word in words:
+            if word in _ENDS_NOUN:
+                break
+            noun.append(word)
+        head = next((w for w in noun if _PLURAL.fullmatch(w)), None) if cue != "how much" else None
+        if head is None and len(noun) == 1:
+            head = noun[0]
+        if head is not None:
+            unit = porter_stem(head)
+            return None if unit in _VAGUE else unit
+    return None
+
+
+def counts(text: str, unit: str, strict: bool = True) -> bool:
+    """Does the text give a number of `unit` (a number, then the unit within three words: "a maximum
+    of 80 hours", "two readers"; or the unit right before it: "port 8000"; an amount of money, a
+    percentage)? A row of figures ("Kentucky 264,140 12,155 ...") has its units in its header:
+    where numbers are most of its words, it gives numbers of any unit. Not `strict`, a number
+    followed by no word of its own ("the county population was 9,984.") may be of the unit too; a
+    number of another unit ("3 times" for "how many seconds") is not."""
+    if unit in _STATES_UNIT:
+        return bool(_STATES_UNIT[unit].search(text))
+    units = next((family for family in _FAMILIES if unit in family), {unit})
+    tokens = WORD.findall(text.lower())
+    numbers = [i for i, token in enumerate(tokens) if _NUMBER_TOKEN.fullmatch(token)]
+    if tokens and len(numbers) * 2 >= len(tokens):
+        return True
+    for i in numbers:
+        if units & {porter_stem(t) for t in tokens[max(0, i - 1):i + 4]}:
+            return True
+        after = tokens[i + 1] if i + 1 < len(tokens) else ""
+        if not strict and (not after or after in STOPWORDS or _NUMBER_TOKEN.fullmatch(after)):
+            return True
+    return False
 
 
 def asks_for(question: str) -> set[str]:

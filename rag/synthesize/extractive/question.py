@@ -18,7 +18,7 @@ import numpy as np
 from rag.retrieve.text import porter_stem, query_terms
 from rag.retrieve.types import Query
 from rag.synthesize.extractive.documents import words_of
-from rag.synthesize.extractive.kinds import FAILURE, asks_for, is_howto
+from rag.synthesize.extractive.kinds import FAILURE, asks_for, counted, is_howto
 from rag.synthesize.extractive.subject import DocFreq, Term, asked_months, candidate_terms, subject_terms
 from rag.synthesize.extractive.tuning import TUNING, Tuning
 from rag.synthesize.types import question_text
@@ -111,6 +111,7 @@ class Question:
     weights: dict[str, float] = field(default_factory=dict)  # stem -> rarity (idf) in the knowledge base
     terms: list[Term] = field(default_factory=list)  # its subject terms (subject.py)
     asks: set[str] = field(default_factory=set)  # the kinds of answer it asks for (kinds.py)
+    unit: str | None = None  # the stem of what a "how many" question counts (kinds.counted)
     howto: bool = False
     problem: bool = False  # it describes a failure (an error, something that does not work)
     parts: list[str] = field(default_factory=list)  # several for a question that asks several things
@@ -128,6 +129,7 @@ class Question:
             weights=question_weights(text, vocabulary),
             terms=subject_terms(text, vocabulary, tuning.subject_max_share),
             asks=asks_for(text),
+            unit=counted(text),
             howto=is_howto(text),
             problem=bool(FAILURE.search(text)),
             parts=question_parts(text, tuning),

@@ -26,6 +26,7 @@ what it added, dropped or declined recorded. docs/architecture.md states each ru
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -41,7 +42,7 @@ from rag.synthesize.extractive.documents import (
 )
 from rag.synthesize.extractive.draft import Candidate, Draft
 from rag.synthesize.extractive.features import held_share, holds_asked, kind_features, says_how, sentence_score, weigh
-from rag.synthesize.extractive.kinds import FAILURE, FIX
+from rag.synthesize.extractive.kinds import FAILURE, FIX, KINDS, asks_for
 from rag.synthesize.extractive.question import Question
 from rag.synthesize.extractive.subject import Term, other_period, subject_coverage
 from rag.synthesize.extractive.text import embedded_text
@@ -107,7 +108,7 @@ def score_sentences(draft: Draft, env: Env) -> Draft:
         hit = hits[c.excerpt - 1]
         held = held_share(q.weights, _text_stems(c))
         rank = 1 - (c.excerpt - 1) / len(hits)
-        kinds = kind_features(c, q.asks, asked, held, t, q.problem)
+        kinds = kind_features(c, q.asks, asked, held, t, q.problem, q.unit)
         c.features = {**kinds, "held": held, "rank": rank}
         c.base = weigh(kinds, t) + t.rank_prior * rank  # the retriever's order breaks near-ties
         c.prior = t.prior_held * held + t.prior_excerpt * (hit.vector_similarity or 0.0) + c.base
@@ -312,9 +313,10 @@ def neighbour(c: Candidate, at: dict[tuple[int, int], Candidate], question: Ques
             return before
         if after is not None and says_how(after):
             return after
-    if holds_asked(c, question.asks) is False:
+    asked = set(question.weights)
+    if holds_asked(c, question.asks, asked, question.unit) is False:
         for other in (after, before):
-            if other is not None and holds_asked(other, question.asks):
+            if other is not None and holds_asked(other, question.asks, asked, question.unit):
                 return other
     if ((question.problem or question.howto) and after is not None and FAILURE.search(c.text)
             and not FIX.search(c.text) and (FIX.search(after.text) or says_how(after))):
@@ -437,21 +439,39 @@ def check_subject(draft: Draft, env: Env) -> Draft:
     return draft
 
 
+def asking_weights(q: Question) -> dict[str, float]:
+    """The question's word weights, of the sentence of it that asks for the value an answer must
+    state ("How far ahead of my last day ...?" after "I've accepted a job elsewhere."; "How many
+    readers ...?" of a two-part question); all of them where no one sentence does."""
+    required = {kind.name for kind in KINDS if kind.required} & q.asks
+    for part in q.parts:
+        for clause in re.split(r"(?<=[.?!])\s+", part):
+            if asks_for(clause) & required:
+                clause_stems = stems(clause)
+                weights = {s: w for s, w in q.weights.items() if s in clause_stems}
+                if weights:
+                    return weights
+    return q.weights
+
+
 def check_fact(draft: Draft, env: Env) -> Draft:
     """A question asking for a value an answer must state (kinds.py: a maximum, a percentage, a
     port, a flag; not a how-to, whose answer is a procedure) is answered by a sentence that states
-    one and holds `fact_held` of the question's weight (a number about something else is not the
-    one asked). Where no chosen sentence does, the best retrieved sentence that does, scoring
-    `fact_share` of the best, joins the answer (in place of the last where `max_answer_chars` leaves
-    no room); where none does, the topic is
-    there and the fact is not: the answer declines as `fact_not_stated`."""
+    one (more than the question's own words) and holds `fact_held` of the question's weight, or of
+    the weight of its sentence that asks it (a number about something else is not the one asked). Where no chosen
+    sentence does, the best retrieved sentence that does, scoring `fact_share` of the best, joins
+    the answer (in place of the last where `max_answer_chars` leaves no room); where none does, the
+    topic is there and the fact is not: the answer declines as `fact_not_stated`."""
     q, t = draft.question, env.tuning
-    if q.howto or not draft.chosen or all(holds_asked(c, q.asks) is None for c in draft.chosen):
+    asked = set(q.weights)
+    if q.howto or not draft.chosen or all(holds_asked(c, q.asks, asked) is None for c in draft.chosen):
         return draft
+    weights = asking_weights(q)
 
     def states(c: Candidate) -> bool:
-        held = c.features.get("held", 0.0) if c.features else 1.0
-        return bool(holds_asked(c, q.asks)) and held >= t.fact_held
+        text = _text_stems(c)
+        held = max(held_share(q.weights, text), held_share(weights, text)) if q.weights else 1.0
+        return bool(holds_asked(c, q.asks, asked, q.unit)) and held >= t.fact_held
 
     if any(states(c) for c in draft.chosen):
         return draft
