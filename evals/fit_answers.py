@@ -21,8 +21,9 @@ sets' scores (each set weighs the same, so HotpotQA's 210 do not drown the rest)
 
 Retrieval runs once per question; then, for each parameter in turn, each of its candidate values is
 tried with every other parameter held, and the best is kept when it raises the objective by at
-least `--min-gain` and lowers no set's score by more than `--max-loss` (ties keep the current
-value: the search is deterministic). `--passes` rounds. The held-back splits are scored with the
+least `--min-gain`, lowers no set's score by more than `--max-loss`, and lowers neither fold of
+the fitting split (alternate questions of each set; a gain one half of the questions carries alone
+did not hold on the held-back halves). Ties keep the current value: the search is deterministic. `--passes` rounds. The held-back splits are scored with the
 start and the fitted values and printed beside, never used for a choice.
 
 `--write` stores the fitted values in rag/synthesize/extractive/fitted.json with this command, the
@@ -202,15 +203,22 @@ def _extractive_answers(tuning: Any) -> Callable[[DevSet, Item], Any]:
     return answer_of
 
 
+def item_scores(sets: Sequence[DevSet], tuning: Any, fitting: bool) -> dict[str, list[float]]:
+    """Each set's question scores under `tuning`, on one split, in the split's order."""
+    answer_of = _extractive_answers(tuning)
+    return {s.name: [question_score(item, answer_of(s, item), s.cited_id) for item in s.items if item.fitting == fitting]
+            for s in sets}
+
+
+def _means(scores: dict[str, list[float]], fold: int | None = None) -> dict[str, float]:
+    """Each set's mean score; of one of two folds only (alternate questions) where `fold` is given."""
+    chosen = {name: values if fold is None else values[fold::2] for name, values in scores.items()}
+    return {name: round(sum(values) / len(values), 4) if values else 0.0 for name, values in chosen.items()}
+
+
 def set_scores(sets: Sequence[DevSet], tuning: Any, fitting: bool) -> dict[str, float]:
     """Each set's mean question score under `tuning`, on one split."""
-    answer_of = _extractive_answers(tuning)
-    scores = {}
-    for s in sets:
-        chosen = [i for i in s.items if i.fitting == fitting]
-        total = sum(question_score(item, answer_of(s, item), s.cited_id) for item in chosen)
-        scores[s.name] = round(total / len(chosen), 4) if chosen else 0.0
-    return scores
+    return _means(item_scores(sets, tuning, fitting))
 
 
 def decline_rates(sets: Sequence[DevSet], answer_of: Callable[[DevSet, Item], Any]) -> dict[str, dict[str, float]]:
@@ -264,29 +272,34 @@ def candidates(name: str, value: float) -> list[float]:
 
 def fit(sets: Sequence[DevSet], start: Any, passes: int, min_gain: float, max_loss: float,
         names: Sequence[str] = FITTED, log: Callable[[str], None] = print) -> tuple[Any, list[dict]]:
-    """Coordinate search from `start` (a Tuning); the fitted Tuning and each accepted move."""
+    """Coordinate search from `start` (a Tuning); the fitted Tuning and each accepted move. A move
+    must raise the objective by `min_gain`, lower no set by more than `max_loss`, and lower the
+    objective of neither fold of the fitting split (alternate questions of each set): a gain that
+    one half of the questions carries alone is not kept."""
     current = start
-    base = set_scores(sets, current, True)
+    base_items = item_scores(sets, current, True)
     moves = []
     for round_ in range(1, passes + 1):
         moved = False
         for name in names:
             value = getattr(current, name)
-            best_value, best_scores = value, base
+            base, best_value, best_items = _means(base_items), value, base_items
             for candidate in candidates(name, value):
                 if candidate == value:
                     continue
-                scores = set_scores(sets, replace(current, **{name: candidate}), True)
-                gain = objective(scores) - objective(best_scores)
+                tried = item_scores(sets, replace(current, **{name: candidate}), True)
+                scores = _means(tried)
+                gain = objective(scores) - objective(_means(best_items))
                 worst = min(scores[k] - base[k] for k in scores)
-                if gain >= min_gain and worst >= -max_loss:
-                    best_value, best_scores = candidate, scores
+                steady = all(objective(_means(tried, f)) >= objective(_means(base_items, f)) for f in (0, 1))
+                if gain >= min_gain and worst >= -max_loss and steady:
+                    best_value, best_items = candidate, tried
             if best_value != value:
                 log(f"pass {round_}: {name} {value} -> {best_value}: objective {objective(base)} -> "
-                    f"{objective(best_scores)}")
+                    f"{objective(_means(best_items))}")
                 moves.append({"pass": round_, "name": name, "from": value, "to": best_value,
-                              "objective": objective(best_scores)})
-                current, base, moved = replace(current, **{name: best_value}), best_scores, True
+                              "objective": objective(_means(best_items))})
+                current, base_items, moved = replace(current, **{name: best_value}), best_items, True
         if not moved:
             break
     return current, moves
