@@ -205,6 +205,10 @@ def test_a_retrieved_sentence_stating_the_value_joins_the_answer() -> None:
     value.score = 0.2  # far below the best: not what the answer is about
     draft.chosen, draft.ranked, draft.declined = [topic], [topic, value], None
     assert check_fact(draft, Env(embedder=None, settings=None)).declined == declines.FACT_NOT_STATED  # type: ignore[arg-type]
+    # Another page's value is another topic's ("the proxy binds port 3128"): it does not join.
+    elsewhere = Candidate(2, "The proxy binds port 3128 for the server.", "corpus:w:kb:proxy", score=0.9)
+    draft.chosen, draft.ranked, draft.declined = [topic], [topic, elsewhere], None
+    assert check_fact(draft, Env(embedder=None, settings=None)).declined == declines.FACT_NOT_STATED  # type: ignore[arg-type]
 
 
 def test_a_how_to_about_a_limit_is_no_question_for_a_number() -> None:

@@ -108,17 +108,17 @@ def sentence_score(features: dict[str, float], tuning: Tuning = TUNING) -> float
 
 
 def holds_asked(c: Candidate, asks: set[str], question_stems: set[str] | frozenset[str] = frozenset(),
-                unit: str | None = None) -> bool | None:
+                unit: str | None = None, strict: bool = False) -> bool | None:
     """Does the sentence (or what it introduces) state what the question asks for, more than the
-    question's own words, and a number that may be of the `unit` it counts (`kinds.holds`, not
-    strict), where the question asks for a kind an answer must state (`Kind.required`)? None when
+    question's own words, and a number that may be of the `unit` it counts (`kinds.holds`; one of
+    it, `strict`), where the question asks for a kind an answer must state (`Kind.required`)? None when
     it asks for none."""
     required = [kind for kind in KINDS if kind.name in asks and kind.required and kind.holds is not None]
     if not required:
         return None
     code = c.attachment.startswith("```")
     return any(holds(kind, f"{c.text} {c.attachment}" if kind.in_code or not code else c.text, question_stems, unit,
-                     strict=False)
+                     strict)
                for kind in required)
 
 

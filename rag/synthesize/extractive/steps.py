@@ -459,9 +459,10 @@ def check_fact(draft: Draft, env: Env) -> Draft:
     port, a flag; not a how-to, whose answer is a procedure) is answered by a sentence that states
     one (more than the question's own words) and holds `fact_held` of the question's weight, or of
     the weight of its sentence that asks it (a number about something else is not the one asked). Where no chosen
-    sentence does, the best retrieved sentence that does, scoring `fact_share` of the best, joins
-    the answer (in place of the last where `max_answer_chars` leaves no room); where none does, the
-    topic is there and the fact is not: the answer declines as `fact_not_stated`."""
+    sentence does, the best retrieved sentence of a chosen document that does (a number of the unit
+    asked, where the question counts one), scoring `fact_share` of the best, joins the answer (in
+    place of the last where `max_answer_chars` leaves no room); where none does, the topic is there
+    and the fact is not: the answer declines as `fact_not_stated`."""
     q, t = draft.question, env.tuning
     asked = set(q.weights)
     if q.howto or not draft.chosen or all(holds_asked(c, q.asks, asked) is None for c in draft.chosen):
@@ -476,8 +477,10 @@ def check_fact(draft: Draft, env: Env) -> Draft:
     if any(states(c) for c in draft.chosen):
         return draft
     best = draft.chosen[0].score
-    found = next((c for c in draft.ranked if c not in draft.chosen and states(c) and c.score >= t.fact_share * best
-                  and not repeats(c, draft.chosen, t)), None)
+    documents = {c.document for c in draft.chosen}
+    found = next((c for c in draft.ranked if c not in draft.chosen and c.document in documents and states(c)
+                  and (q.unit is None or holds_asked(c, q.asks, asked, q.unit, strict=True))
+                  and c.score >= t.fact_share * best and not repeats(c, draft.chosen, t)), None)
     if found is None:
         draft.declined = declines.FACT_NOT_STATED
         return draft
