@@ -21,9 +21,11 @@ sets' scores (each set weighs the same, so HotpotQA's 210 do not drown the rest)
 
 Retrieval runs once per question; then, for each parameter in turn, each of its candidate values is
 tried with every other parameter held, and the best is kept when it raises the objective by at
-least `--min-gain`, lowers no set's score by more than `--max-loss`, and lowers neither fold of
-the fitting split (alternate questions of each set; a gain one half of the questions carries alone
-did not hold on the held-back halves). Ties keep the current value: the search is deterministic. `--passes` rounds. The held-back splits are scored with the
+least `--min-gain`, lowers no set's score by more than `--max-loss`, lowers neither fold of the
+fitting split (alternate questions of each set; a gain one half of the questions carries alone is
+not kept), and answers worse at most `--max-broken` (0.25) as many questions as it answers better
+(moves that traded questions for others did not hold on the held-back halves). Ties keep the
+current value: the search is deterministic. `--passes` rounds. The held-back splits are scored with the
 start and the fitted values and printed beside, never used for a choice.
 
 `--write` stores the fitted values in rag/synthesize/extractive/fitted.json with this command, the
@@ -270,12 +272,21 @@ def candidates(name: str, value: float) -> list[float]:
     return [round(min(1.0, max(0.0, value + d)), 4) for d in SHIFTS]
 
 
+def _changed(before: dict[str, list[float]], after: dict[str, list[float]]) -> tuple[int, int]:
+    """How many questions a move answers better, and how many worse."""
+    pairs = [(a, b) for name in before for a, b in zip(before[name], after[name])]
+    return sum(b > a + 1e-9 for a, b in pairs), sum(b < a - 1e-9 for a, b in pairs)
+
+
 def fit(sets: Sequence[DevSet], start: Any, passes: int, min_gain: float, max_loss: float,
-        names: Sequence[str] = FITTED, log: Callable[[str], None] = print) -> tuple[Any, list[dict]]:
+        names: Sequence[str] = FITTED, log: Callable[[str], None] = print,
+        max_broken: float = 0.25) -> tuple[Any, list[dict]]:
     """Coordinate search from `start` (a Tuning); the fitted Tuning and each accepted move. A move
-    must raise the objective by `min_gain`, lower no set by more than `max_loss`, and lower the
-    objective of neither fold of the fitting split (alternate questions of each set): a gain that
-    one half of the questions carries alone is not kept."""
+    must raise the objective by `min_gain`, lower no set by more than `max_loss`, lower the
+    objective of neither fold of the fitting split (alternate questions of each set: a gain one
+    half of the questions carries alone is not kept), and answer worse at most `max_broken` as many
+    questions as it answers better (a move that trades questions for others is not a gain that
+    holds)."""
     current = start
     base_items = item_scores(sets, current, True)
     moves = []
@@ -292,7 +303,8 @@ def fit(sets: Sequence[DevSet], start: Any, passes: int, min_gain: float, max_lo
                 gain = objective(scores) - objective(_means(best_items))
                 worst = min(scores[k] - base[k] for k in scores)
                 steady = all(objective(_means(tried, f)) >= objective(_means(base_items, f)) for f in (0, 1))
-                if gain >= min_gain and worst >= -max_loss and steady:
+                better, worse = _changed(base_items, tried)
+                if gain >= min_gain and worst >= -max_loss and steady and worse <= max_broken * better:
                     best_value, best_items = candidate, tried
             if best_value != value:
                 log(f"pass {round_}: {name} {value} -> {best_value}: objective {objective(base)} -> "
@@ -317,6 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     # held-back halves (docs/benchmarks.md).
     parser.add_argument("--min-gain", type=float, default=0.01, help="least objective gain that moves a value")
     parser.add_argument("--max-loss", type=float, default=0.0, help="most a set's score may fall for a move")
+    # Moves that fixed 9 fitting questions and broke 3 (lexical 0.25 -> 0.375), or 14 and 8 (-> 0.5),
+    # lost on the held-back halves of the handbook, uv_docs and office_docs; one that fixed 3 and broke
+    # none (min_subject_coverage 0.5 -> 0.4) held (docs/benchmarks.md). Chosen after those runs, so the
+    # held-back halves are no longer blind to this one number.
+    parser.add_argument("--max-broken", type=float, default=0.25,
+                        help="most questions a move may answer worse, per question it answers better")
     parser.add_argument("--from-hand", action="store_true", help="start from the hand-set values, not fitted.json")
     parser.add_argument("--write", action="store_true", help="store the fitted values in " + str(FITTED_FILE.relative_to(REPO)))
     parser.add_argument("--json", type=Path, help="write the run's result here")
@@ -346,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         retrieved = time.perf_counter()
         before = {"fitting": set_scores(sets, start, True), "held_back": set_scores(sets, start, False)}
         fitted, moves = fit(sets, start, args.passes, args.min_gain, args.max_loss, names,
-                            log=lambda line: print(line, file=sys.stderr))
+                            log=lambda line: print(line, file=sys.stderr), max_broken=args.max_broken)
         after = {"fitting": set_scores(sets, fitted, True), "held_back": set_scores(sets, fitted, False)}
         counts = {s.name: {"fitting": sum(i.fitting for i in s.items), "held_back": sum(not i.fitting for i in s.items)}
                   for s in sets}
