@@ -438,16 +438,36 @@ def _long_enough(sentence: str, min_words: int) -> bool:
     return len(sentence.split()) >= min_words and len(sentence) >= 20
 
 
+def cut_head(text: str) -> str:
+    """The excerpt's first word when the excerpt begins inside a token, else "". The chunker may
+    split after a period inside a file name, a URL or a code span ("`pyproject." | "toml` file is
+    ..."), and an excerpt that overlaps the one before may start there: its first words are the
+    end of a sentence begun elsewhere ("md#using-the-file-input) option to use the pin"). A word
+    that starts in lower case and holds a URL's "#" or "/", an unmatched ")" or "]", or an odd
+    backtick is such a tail; "uv run ..." (a name written in lower case) is not."""
+    words = text.split(maxsplit=1)
+    word = words[0] if words else ""
+    if not word[:1].islower():
+        return ""
+    tail = ("#" in word or "/" in word or word.count("`") % 2 == 1
+            or word.count(")") > word.count("(") or word.count("]") > word.count("["))
+    return word if tail else ""
+
+
 def sentences(text: str, min_words: int = 5) -> list[Sentence]:
-    """The quotable sentences of an excerpt, in the order they are written."""
+    """The quotable sentences of an excerpt, in the order they are written; the tail of a sentence
+    the excerpt begins inside (`cut_head`) is none."""
     found: list[Sentence] = []
-    for unit in units(text):
+    head = cut_head(text)
+    for n, unit in enumerate(units(text)):
         if unit.table:  # a table row is one sentence, however many its cells hold
             row = _tidy(unit.text)
             if _long_enough(row, min_words):
                 found.append(Sentence(row, unit.heading, table=unit.table))
             continue
         parts = [_tidy(s) for s in _SENTENCE_END.split(unit.text)]
+        if n == 0 and head and unit.text.startswith(head[:3]):
+            parts = parts[1:]
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
             if part.endswith(":"):

@@ -545,3 +545,21 @@ def test_an_attached_list_item_keeps_its_wrapped_lines() -> None:
         "- Do not click any links in the email.",
         "- Follow the Cofense Report video on the Phishing Emails and Scams page.",
     ]
+
+
+def test_an_excerpt_that_begins_inside_a_link_or_code_span_drops_that_tail() -> None:
+    # Chunks overlap and the splitter may cut after a period inside a URL or a file name: the
+    # excerpt then starts with the end of a sentence that began in the excerpt before.
+    cut_in_link = sentences(
+        "md#using-the-python-version-file-input)\noption to use the pinned version for the project:\n\n"
+        "```yaml\nsteps:\n  - uses: actions/setup-python@v5\n```\n\n"
+        "The action then installs the version the file names for every job.\n"
+    )
+    assert texts(cut_in_link) == ["The action then installs the version the file names for every job."]
+    cut_in_code_span = sentences(
+        "toml` file to ignore the pin and use the newest version. Set the variable in the workflow instead.\n"
+    )
+    assert texts(cut_in_code_span) == ["Set the variable in the workflow instead."]
+    # A sentence that begins with a name written in lower case is a whole sentence.
+    whole = sentences("uv run executes the command in the project environment. It syncs the lockfile first.\n")
+    assert texts(whole) == ["uv run executes the command in the project environment.", "It syncs the lockfile first."]
