@@ -78,6 +78,34 @@ def test_a_failure_is_followed_by_the_step_that_resolves_it() -> None:
     assert chosen[-1].text.startswith("To fix this, pass `--port 8001`")
 
 
+ACCOUNT = """\
+# Video calls
+
+## Meetings longer than 40 minutes
+
+You can check your profile to see your user type and meeting capacity.
+Submit a service request to be upgraded to a licensed user.
+Email the service desk when nobody answers the request you submitted.
+
+## Recording
+
+Recordings are kept in the cloud for thirty days and then deleted for good.
+"""
+
+
+def test_a_how_to_answer_that_says_only_what_is_possible_takes_the_step_after_it() -> None:
+    found = pool(ACCOUNT)
+    possible = one(found, "You can check your profile")
+    q = question("My calls keep getting cut off at 40 minutes. How do I get that limit removed?")
+    assert q.howto
+    chosen = with_neighbours([possible], found, q)
+    assert [c.text for c in chosen] == [possible.text, "Submit a service request to be upgraded to a licensed user."]
+    # A step is not added to a step (the one after is a step too), nor where the question does not ask how.
+    step = one(found, "Submit a service request")
+    assert with_neighbours([step], found, q) == [step]
+    assert with_neighbours([possible], found, question("What does my profile show?")) == [possible]
+
+
 def test_a_neighbour_under_another_heading_completes_nothing() -> None:
     found = pool()
     failure = one(found, "If another program already uses the port")

@@ -119,6 +119,13 @@ FIX = re.compile(
     r"|update|reinstall|retry|restart|reset|clear|contact|ask|reach out|email|file|open|request)\b"
     r"|\b(?:to (?:fix|resolve|avoid|solve|work around) (?:this|that|it|the)|can be (?:fixed|resolved|avoided))\b",
     re.IGNORECASE)
+# A step the reader takes: the sentence opens with a verb in the imperative ("Submit a request to
+# be upgraded", "Email the service desk"), what a how-to answer gives after a sentence that says
+# only what is possible ("You can check your profile to see your user type").
+INSTRUCTION = re.compile(
+    r"^(?:please\s+)?(?:submit|request|contact|email|ask|file|fill|complete|send|visit|sign|log|go|navigate"
+    r"|click|select|choose|enter|follow|call|reach|apply|register|download|install|upgrade|update|open|join)\b",
+    re.IGNORECASE)
 STEP = re.compile(r"^(?:then|next|now|finally|after that|afterwards|once (?:that|this) is done),", re.IGNORECASE)
 
 

@@ -42,7 +42,7 @@ from rag.synthesize.extractive.documents import (
 )
 from rag.synthesize.extractive.draft import Candidate, Draft
 from rag.synthesize.extractive.features import held_share, holds_asked, kind_features, says_how, sentence_score, weigh
-from rag.synthesize.extractive.kinds import FAILURE, FIX, KINDS, asks_for
+from rag.synthesize.extractive.kinds import FAILURE, FIX, INSTRUCTION, KINDS, asks_for
 from rag.synthesize.extractive.question import Question
 from rag.synthesize.extractive.subject import Term, other_period, subject_coverage
 from rag.synthesize.extractive.text import embedded_text
@@ -300,7 +300,8 @@ def neighbour(c: Candidate, at: dict[tuple[int, int], Candidate], question: Ques
     """The sentence next to `c` under the same heading that completes it, if any:
     - for a how-to question, where `c` says what happens but not how ("If the lockfile is not
       up-to-date, uv will raise an error"): the lead-in and code right before it, else the next
-      sentence when that names a command, flag, setting or file;
+      sentence when that names a command, flag, setting or file, or is a step the reader takes
+      ("Submit a request to be upgraded") where `c` is not one;
     - for a question asking a value an answer must state (a port, a flag, a maximum), where `c`
       names the topic but not the value: the sentence after (else before) that states one;
     - for a question that describes a failure or asks how, where `c` describes a failure and gives
@@ -311,7 +312,8 @@ def neighbour(c: Candidate, at: dict[tuple[int, int], Candidate], question: Ques
     if question.howto and not says_how(c):
         if before is not None and before.attachment.startswith("```"):
             return before
-        if after is not None and says_how(after):
+        if after is not None and (says_how(after) or (INSTRUCTION.search(after.text)
+                                                       and not INSTRUCTION.search(c.text))):
             return after
     asked = set(question.weights)
     if holds_asked(c, question.asks, asked, question.unit) is False:
