@@ -11,7 +11,8 @@ parser runs in the service's own process: each file is parsed by one of a few wo
 - **CPU time**: RLIMIT_CPU, set before each file to what the worker has used plus
   `ParseSettings.cpu_seconds` (the kernel stops it with SIGXCPU);
 - **wall-clock time**: the pool kills a worker that has not answered `ParseSettings.timeout_seconds`
-  after it was given the file (a parser blocked without using CPU);
+  after it was given the file (a parser blocked without using CPU; a new worker's start, loading its
+  parsers, is not counted);
 - **output**: a body of more than `ParseSettings.max_chars` characters is refused in the worker,
   before it is sent back (the formats' own caps, pages and parts, come first).
 
@@ -67,6 +68,8 @@ log = logging.getLogger(__name__)
 
 _SAMPLE_SECONDS = 0.05  # how often a waiting pool notes its worker's memory
 _JOBS_PER_WORKER = 200  # a worker is replaced after this many files (what a parser leaks stays bounded)
+_START_SECONDS = 120.0  # how long a new worker may take to load its parsers (a loaded machine) before it is given up
+_READY = b"ready"
 _PR_SET_PDEATHSIG = 1
 _CRASH_SIGNALS = {signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGTRAP}
 
@@ -149,6 +152,7 @@ def _serve(conn: Any) -> None:
     _worker_setup()
     for module in BINARY_PARSERS.values():  # loaded once, before the first file
         import_module(module.split(":")[0])
+    conn.send_bytes(_READY)  # the pool starts a file's clock only now: a slow start is not the file's time
     while True:
         try:
             job, limits = conn.recv()
@@ -348,14 +352,10 @@ class ParsePool:
 
     def _run(self, slot: _Slot, job: tuple[bytes, str, str | None]) -> ParsedDocument:
         limits = self.limits
-        if not slot.alive():
-            slot.kill()
-            slot.start()
-            if self._closed:  # closed while this one started
-                slot.kill()
-                raise ParsingStopped("the service is stopping; the file was not read")
-        slot.jobs += 1
         try:
+            if not slot.alive():
+                self._restart(slot)
+            slot.jobs += 1
             slot.conn.send((job, limits))
             if not self._answered(slot, limits.timeout_seconds):
                 slot.kill()
@@ -374,6 +374,17 @@ class ParsePool:
             raise UnreadableFile("the file could not be read (damaged, or not what its extension says)") from None
         self.last_peak_mib = answer[-1]
         return self._outcome(answer, job[1])
+
+    def _restart(self, slot: _Slot) -> None:
+        """A fresh worker in `slot`, returned once it has loaded its parsers. Its start is not
+        counted against the file it is given next: on a loaded machine it can take seconds."""
+        slot.kill()
+        slot.start()
+        if not slot.conn.poll(_START_SECONDS) or slot.conn.recv_bytes(maxlength=64) != _READY:
+            raise EOFError  # it ended, hung or said something else: _died names what stopped it
+        if self._closed:  # closed while this one started
+            slot.kill()
+            raise ParsingStopped("the service is stopping; the file was not read")
 
     @staticmethod
     def _answered(slot: _Slot, seconds: float) -> bool:

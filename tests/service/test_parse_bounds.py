@@ -103,18 +103,29 @@ def test_a_word_document_of_millions_of_paragraphs_is_refused_before_python_docx
 
 
 def test_wall_clock_and_output_bounds() -> None:
-    """A parse past the wall-clock deadline is killed (its worker replaced); a body over max_chars
-    is refused in the worker, before it crosses to the service."""
+    """A parse past the wall-clock deadline is killed (its worker replaced, and the new worker's
+    start is not the next file's time); a body over max_chars is refused in the worker, before it
+    crosses to the service."""
     with ParsePool(1, Limits(memory_mib=MEMORY_MIB, cpu_seconds=60, timeout_seconds=1.0, max_chars=1000)) as pool:
         started = time.monotonic()
         bound, message, _ = outcome(pool, hostile.html_many_attributes(500_000), "slow.html")
         assert (bound, message) == ("time", "the file is too complex to read within this service's limits "
                                             "(time: more than 1 s)")
         assert time.monotonic() - started < 10
+        pool.limits = Limits(memory_mib=MEMORY_MIB, cpu_seconds=60, timeout_seconds=30.0, max_chars=1000)
         bound, message, _ = outcome(pool, hostile.docx_paragraphs(2000), "long.docx")
         assert (bound, message) == ("output", "the file is too complex to read within this service's limits "
                                               "(output: more than 1000 characters of text)")
         assert outcome(pool, hostile.docx_paragraphs(3), "short.docx")[0] == "ok"
+
+
+def test_a_new_workers_start_is_not_counted_against_its_first_file() -> None:
+    """A fresh worker loads every parser (about 0.3 s here, seconds on a loaded machine) before it
+    says it is ready; a small file with a 0.15 s bound is still read, first and after a restart."""
+    with ParsePool(1, Limits(memory_mib=MEMORY_MIB, cpu_seconds=60, timeout_seconds=0.15)) as pool:
+        assert outcome(pool, hostile.docx_paragraphs(3), "first.docx")[0] == "ok"
+        assert outcome(pool, hostile.html_many_attributes(500_000), "slow.html")[0] == "time"
+        assert outcome(pool, hostile.docx_paragraphs(3), "after.docx")[0] == "ok"
 
 
 def test_closing_the_pool_stops_a_running_parse_and_the_queue_at_once() -> None:
