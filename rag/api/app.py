@@ -127,17 +127,19 @@ def offline_docs(app: FastAPI) -> None:
         )
 
 
-def stop_parsing_on_signals() -> None:
+def stop_parsing_on_signals(app: FastAPI) -> None:
     """`rag serve`: SIGTERM and SIGINT also kill the parse workers, at once, before uvicorn waits for
     the requests in progress to end: an upload waiting on a parse then fails (503) instead of
-    holding the shutdown for as long as the parse takes (issue 27). Chained in front of the
-    handlers uvicorn installed before the lifespan started, from the loop's (main) thread."""
+    holding the shutdown for as long as the parse takes (issue 27). /readyz answers 503 from then
+    on. Chained in front of the handlers uvicorn installed before the lifespan started, from the
+    loop's (main) thread."""
     for signum in (signal.SIGTERM, signal.SIGINT):
         previous = signal.getsignal(signum)
         if not callable(previous):
             continue
 
         def handler(number: int, frame: Any, previous: Callable[..., Any] = previous) -> None:
+            app.state.stopping = True
             # A thread: the handler interrupts the main thread, which may hold the pool's lock.
             threading.Thread(target=stop_parsing, name="rag-stop-parsing", daemon=True).start()
             previous(number, frame)
@@ -178,7 +180,7 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
                 gc.freeze()
             app.state.service = svc
             if serving:
-                stop_parsing_on_signals()
+                stop_parsing_on_signals(app)
             if (serving or service is None) and svc.settings.sources.scheduler:
                 # `rag serve` (and each of its workers) syncs the sources that are due; leases keep it
                 # to one sync per source across them (rag/service/sources/schedule.py).
@@ -193,6 +195,7 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
     app = FastAPI(title="rag", version=rag.__version__, description=DESCRIPTION, lifespan=lifespan,
                   dependencies=[Depends(known_query_only)], docs_url=None, redoc_url=None)
     app.state.local_secret = local_secret
+    app.state.stopping = False  # set by SIGTERM (`rag serve`): /readyz then answers 503
     install_error_handlers(app)
     offline_docs(app)
     for module in (health, knowledge, chat, nodes, versions, review, uploads, activity, tokens, sources, local):

@@ -34,6 +34,25 @@ def test_health_reports_each_part_without_a_token(api):
         "parsing": {"busy": 0, "capacity": os.cpu_count(), "queued": 0},  # the parse workers' load
     }
     assert httpx.get(f"{api.url}/openapi.json").json()["info"]["title"] == "rag"
+    assert httpx.get(f"{api.url}/livez").json() == {"status": "ok"}
+    ready = httpx.get(f"{api.url}/readyz")
+    assert ready.status_code == 200 and ready.json() == {"status": "ready", "failing": []}
+
+
+def test_a_store_migrated_past_this_code_is_not_ready_yet_alive(api):
+    """A newer replica migrated the shared store: this one is taken out of the load balancer, not
+    restarted in a loop."""
+    with api.svc.db.engine.begin() as connection:
+        (stamped,) = connection.exec_driver_sql("SELECT version_num FROM alembic_version").one()
+        connection.exec_driver_sql("UPDATE alembic_version SET version_num = 'a_newer_revision'")
+    try:
+        ready = httpx.get(f"{api.url}/readyz")
+        assert ready.status_code == 503 and ready.json() == {"status": "not ready", "failing": ["migrations"]}
+        assert httpx.get(f"{api.url}/livez").status_code == 200
+    finally:
+        with api.svc.db.engine.begin() as connection:
+            connection.exec_driver_sql("UPDATE alembic_version SET version_num = ?", (stamped,))
+    assert httpx.get(f"{api.url}/readyz").status_code == 200
 
 
 def test_tokens_are_required_and_checked(api):

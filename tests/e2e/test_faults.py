@@ -231,6 +231,10 @@ def test_chroma_server_down_then_back_under_a_running_rag_serve(postgres, tmp_pa
             health = httpx.get(f"{url}/healthz", timeout=60)
             assert health.status_code == 503 and health.json()["status"] == "degraded"
             assert not health.json()["vector"]["ok"] and health.json()["store"]["ok"]
+            # Not ready (a load balancer sends searches elsewhere), yet alive: restarting cures nothing here.
+            ready = httpx.get(f"{url}/readyz", timeout=60)
+            assert ready.status_code == 503 and ready.json() == {"status": "not ready", "failing": ["vector"]}
+            assert httpx.get(f"{url}/livez").status_code == 200
             via_mcp = run(mcp_search, f"{url}/mcp", secret)
             assert via_mcp["results"] == [] and [kb["name"] for kb in via_mcp["failed_knowledge_bases"]] == ["default"]
             made = client.post("/v1/documents", json={"name": "Kiwi rota", "content": unique_text(random.Random(), "kiwirota", 3)})
@@ -248,6 +252,7 @@ def test_chroma_server_down_then_back_under_a_running_rag_serve(postgres, tmp_pa
 
             wait_until(recovered, timeout=90, what="search to find the document published while Chroma was down")
             assert httpx.get(f"{url}/healthz").status_code == 200
+            assert httpx.get(f"{url}/readyz").json() == {"status": "ready", "failing": []}
             assert found(client, "How much annual leave do I earn?")[0] == "fs:default:default:travel-and-leave/leave.md"
             assert [v["status"] for v in client.get(f"/v1/documents/{node_id}/versions").json()] == ["published"]
             stop(server)

@@ -1,8 +1,16 @@
-"""GET /healthz: is each engine answering, and can the store still write? No token needed, and
-nothing in the answer is a secret or an error message: a failing check says only which part failed
-(the log says why). Each lane of the search index is a check under its own name ("vector", "text").
-`parsing` says how busy the parse workers are (rag/ingest/sandbox.py): saturation is load, not
-ill health, so it never turns the answer into a 503 (the image's HEALTHCHECK probes this)."""
+"""The probes. No token needed, and nothing in an answer is a secret or an error message: a failing
+check says only which part failed (the log says why).
+
+- GET /livez: the process serves (an orchestrator restarts it when this stops answering). It checks
+  nothing else on purpose: a database or Chroma outage is not cured by restarting every replica.
+- GET /readyz: this process can answer searches now: the store answers with its schema at the
+  newest migration, every lane of the search index answers, and the embedding model has embedded.
+  503 also once the server is stopping (SIGTERM), so that a load balancer sends it nothing new.
+  A store that cannot take writes (a full disk) still serves reads: /healthz says so, not this.
+- GET /healthz: the detail: each engine, and whether the store can still write. Each lane of the
+  search index is a check under its own name ("vector", "text"). `parsing` says how busy the parse
+  workers are (rag/ingest/sandbox.py): saturation is load, not ill health, so it never turns the
+  answer into a 503 (the image's HEALTHCHECK probes this)."""
 
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ from rag.api.auth import get_service
 from rag.errors import STORAGE_FULL, StorageFull
 from rag.ingest.sandbox import shared_stats
 from rag.service import KnowledgeService
+from rag.store.db import at_head
 
 log = logging.getLogger("rag.api")
 
@@ -106,6 +115,60 @@ def _writable(svc: KnowledgeService) -> None:
             raise StorageFull(f"{STORAGE_FULL}: {', '.join(short)}")
 
 
+class Live(BaseModel):
+    status: str
+
+
+class Ready(BaseModel):
+    status: str  # "ready" or "not ready"
+    failing: list[str]  # the parts that are not: store, migrations, a lane's name, model, stopping
+
+
+def _store(svc: KnowledgeService) -> None:
+    with svc.db.engine.connect() as connection:
+        connection.execute(text("SELECT 1"))
+
+
+def _model_ready(request: Request, svc: KnowledgeService) -> bool:
+    """Whether the embedding model has embedded: at start-up (the lifespan's warm-up) or, when it
+    did not then, now; once it has, it is not asked again."""
+    if not getattr(request.app.state, "model_ready", False):
+        request.app.state.model_ready = _check("model", lambda: svc.embedder.embed_query("health"))
+    return bool(request.app.state.model_ready)
+
+
+@router.get("/livez", response_model=Live, summary="The process serves")
+async def livez() -> Live:
+    """200 whenever the process answers HTTP. Async on purpose: it needs no thread of the pool that
+    a burst of requests may have taken, so a busy server is not mistaken for a hung one."""
+    return Live(status="ok")
+
+
+@router.get("/readyz", response_model=Ready,
+            responses={503: {"model": Ready, "description": "Not ready: the parts that are not, by name."}},
+            summary="Ready for searches: the store and its migrations, every lane, the model")
+def readyz(request: Request) -> JSONResponse:
+    svc = getattr(request.app.state, "service", None)
+    if svc is None or getattr(request.app.state, "stopping", False):
+        failing = ["stopping"] if svc is not None else ["starting"]
+    else:
+        lanes = svc.index.health()
+        parts = {
+            "store": _check("store", lambda: _store(svc)),
+            "migrations": _check("migrations", lambda: _current(svc)),
+            **lanes,
+            "model": _model_ready(request, svc),
+        }
+        failing = [name for name, ok in parts.items() if not ok]
+    body = Ready(status="not ready" if failing else "ready", failing=failing)
+    return JSONResponse(body.model_dump(), status_code=503 if failing else 200)
+
+
+def _current(svc: KnowledgeService) -> None:
+    if not at_head(svc.db.engine):
+        raise RuntimeError("the store's schema is not at the newest migration")
+
+
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health, "description": "A part is down."}},
             summary="The store (and its writes), each lane of the search index, and the model")
 def healthz(request: Request) -> JSONResponse:
@@ -113,17 +176,10 @@ def healthz(request: Request) -> JSONResponse:
     and the embedding model has embedded; 503 with `status: degraded` otherwise. The language
     model (if any) is named, not called: a probe would cost a paid request."""
     svc = get_service(request)
-
-    def store() -> None:
-        with svc.db.engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-
-    model_ready = bool(getattr(request.app.state, "model_ready", False))
-    if not model_ready:  # it did not answer at start-up: ask again, until it does
-        model_ready = request.app.state.model_ready = _check("model", lambda: svc.embedder.embed_query("health"))
+    model_ready = _model_ready(request, svc)
     lanes = svc.index.health()  # each lane's engine, by lane name (the log says why one failed)
     checks = {
-        "store": Check(ok=_check("store", store), engine=svc.db.dialect),
+        "store": Check(ok=_check("store", lambda: _store(svc)), engine=svc.db.dialect),
         "writes": Check(ok=_check("store's writes", lambda: _writable(svc)), engine=svc.db.dialect),
         **{name: Check(ok=lanes[name], engine=lane.engine) for name, lane in svc.index.lanes.items()},
         "model": Check(ok=model_ready, engine=svc.embedder.name),
