@@ -14,6 +14,7 @@ from typing import Optional
 import typer
 
 from rag.cli_admin import export_store, import_store, token_app
+from rag.cli_config import config_app
 from rag.cli_sources import source_app
 from rag.cli_run import _error, _one, _progress_bar, _settings, out, run, service
 from rag.logs import configure
@@ -24,10 +25,29 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help="A knowledge 
 
 
 @app.callback()
-def _private() -> None:
+def _private(
+    config: Optional[Path] = typer.Option(
+        None, "--config", metavar="PATH", show_default=False, envvar="RAG_CONFIG", show_envvar=True,
+        help="A TOML file of settings (the environment's variables win over it); sets RAG_CONFIG for the command "
+        "and the processes it starts (docs/deployment.md).",
+    ),
+) -> None:
     """Before every command: what it creates (in RAG_HOME, the embedding cache, exports) is the
-    user's alone (rag/store/home.py)."""
+    user's alone (rag/store/home.py); a configuration file or a secret's file that cannot be used
+    stops it here (exit code 2), whether it runs here or in a running server."""
     private_umask()
+    if config is not None:
+        os.environ["RAG_CONFIG"] = str(config.expanduser().absolute())
+    if _reads_files(os.environ):
+        _settings()  # a clear one-line error and exit code 2, before the command looks for a server
+
+
+def _reads_files(environ) -> bool:
+    """Whether the settings read a file beside the environment: RAG_CONFIG, or a `_FILE` variable."""
+    from rag.config_file import config_path
+
+    names = [name.upper() for name in environ if name.upper().startswith("RAG_")]
+    return any(name.endswith("_FILE") for name in names) or config_path(environ) is not None
 
 
 @app.command()
@@ -228,6 +248,7 @@ def _mcp_relay(home: Path, url: str, token: str) -> None:
 
 app.add_typer(token_app, name="token")
 app.add_typer(source_app, name="source")
+app.add_typer(config_app, name="config")
 
 try:  # the evaluation commands live with the harness in evals/
     from rag.cli_eval import eval_app

@@ -1,22 +1,34 @@
-"""The one place that reads configuration: environment variables with the prefix ``RAG_``.
+"""The one place that reads configuration: environment variables with the prefix ``RAG_``, the
+``_FILE`` form of each secret, and an optional TOML file (``RAG_CONFIG``), in that order of priority.
 
 Flat names for what a deployment sets (``RAG_HOME``, ``RAG_DATABASE_URL``, ``RAG_CHROMA_URL``,
 ``RAG_LLM_MODEL``, ``RAG_EMBED_MODEL``); nested models for tuning, set with a double underscore
-(``RAG_INDEX__CHUNK_SIZE=300``, ``RAG_RETRIEVE__WEIGHTS__TEXT=1.0``).
+(``RAG_INDEX__CHUNK_SIZE=300``, ``RAG_RETRIEVE__WEIGHTS__TEXT=1.0``). The TOML file uses the same
+names, a table for each nested model (``[index]`` then ``chunk_size = 300``); rag/config_file.py reads
+it and the secrets' files.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import types
 from functools import cached_property
 from pathlib import Path
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Iterator, Literal, Union, get_args, get_origin
 
 import platformdirs
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
+from rag.config_file import ConfigError, config_path, file_variable, read_config, read_secret_file
 from rag.store.lock import default_home
 
 LOCAL_EMBED_MODEL = "local:all-MiniLM-L6-v2"
@@ -362,7 +374,9 @@ class Settings(BaseSettings):
         default_factory=default_home,
         description="Directory that holds all state of the embedded default.",
     )
-    database_url: str | None = Field(None, description="SQLAlchemy URL; default: a SQLite file in home.")
+    database_url: str | None = Field(
+        None, description="SQLAlchemy URL; default: a SQLite file in home. A secret (its password): "
+        "RAG_DATABASE_URL_FILE may name a file holding it.", json_schema_extra={"secret": True})
     chroma_url: str | None = Field(None, description="Chroma server URL; default: embedded Chroma in home.")
     embed_model: str = Field(
         LOCAL_EMBED_MODEL,
@@ -430,6 +444,16 @@ class Settings(BaseSettings):
         except OSError:
             return None
 
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then the environment, then the secrets' `_FILE` variables, then the
+        configuration file (RAG_CONFIG), then the defaults."""
+        return init_settings, env_settings, SecretFileSource(settings_cls), ConfigFileSource(settings_cls)
+
     @field_validator("allowed_hosts", "allowed_origins", mode="before")
     @classmethod
     def _split_list(cls, value: Any) -> Any:
@@ -473,3 +497,83 @@ class Settings(BaseSettings):
     @property
     def embed_cache_path(self) -> Path:
         return self.embed_cache or self.home / "embeddings.sqlite"
+
+
+# ----- the sources beside the environment (rag/config_file.py reads the files) -----
+
+def nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The settings model a field holds (its settings are nested under its name), else None."""
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _is_secret(field: Any) -> bool:
+    """A SecretStr (or an optional one), or a value marked secret (the database URL, for its password)."""
+    annotation = field.annotation
+    union = get_origin(annotation) in (Union, types.UnionType)
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    return annotation is SecretStr or (union and SecretStr in get_args(annotation)) or bool(extra.get("secret"))
+
+
+def secret_settings(model: type[BaseModel] = Settings, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The path of every secret setting, nested ones included: ('database_url',), ('llm', 'api_key').
+    (`source_secrets` holds many, each with its own `_FILE` form: Settings.source_secret.)"""
+    for name, field in model.model_fields.items():
+        inner = nested_model(field.annotation)
+        if inner is not None:
+            yield from secret_settings(inner, (*prefix, name))
+        elif _is_secret(field):
+            yield (*prefix, name)
+
+
+class SecretFileSource(PydanticBaseSettingsSource):
+    """Each secret setting read from the file its `_FILE` variable names (RAG_LLM__API_KEY_FILE)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
+        return None, field_name, False  # unused: __call__ reads them all
+
+    def __call__(self) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for path in secret_settings(self.settings_cls):
+            secret = read_secret_file(file_variable(path))
+            if secret is not None:
+                *tables, name = path
+                target = values
+                for table in tables:
+                    target = target.setdefault(table, {})
+                target[name] = secret
+        return values
+
+
+class ConfigFileSource(TomlConfigSettingsSource):
+    """The TOML file RAG_CONFIG names: read within bounds, every key a setting (else a ConfigError)."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        self.path = config_path()
+        super().__init__(settings_cls, toml_file=self.path)
+
+    def _read_files(self, files: Any, deep_merge: bool = False) -> dict[str, Any]:
+        if self.path is None:
+            return {}
+        data = read_config(self.path)
+        if (problem := unknown_setting(data)) is not None:
+            raise ConfigError(f"config file {self.path}: {problem}")
+        return data
+
+
+def unknown_setting(data: dict[str, Any], model: type[BaseModel] = Settings, prefix: str = "") -> str | None:
+    """What is wrong with the first key of a configuration file's tables that names no setting."""
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None:
+            problem = f"unknown setting {prefix + key!r}"
+            flat = (prefix + key).replace(".", "_")  # [llm] model = … for the top-level llm_model
+            if prefix and (key in Settings.model_fields or flat in Settings.model_fields):
+                name = key if key in Settings.model_fields else flat
+                return f"{problem}: {name!r} is a top-level setting, so it goes above the first [table]"
+            close = difflib.get_close_matches(key, list(model.model_fields), n=1)
+            return f"{problem} (did you mean {prefix + close[0]!r}?)" if close else problem
+        inner = nested_model(field.annotation)
+        if inner is not None and isinstance(value, dict):
+            if (problem := unknown_setting(value, inner, f"{prefix}{key}.")) is not None:
+                return problem
+    return None

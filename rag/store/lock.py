@@ -84,10 +84,14 @@ def default_home() -> Path:
 def configured_home(environ: Mapping[str, str] | None = None) -> tuple[Path, bool]:
     """(home, embedded) as rag.settings.Settings reads them from the `RAG_` variables (any case),
     without loading the settings: pydantic takes a good part of a second to import, and a command
-    that a running server runs for the CLI needs nothing else from them."""
-    env = {name.lower(): value for name, value in (os.environ if environ is None else environ).items()}
-    home = Path(env["rag_home"]) if "rag_home" in env else default_home()
-    database_url, chroma_url = env.get("rag_database_url"), env.get("rag_chroma_url")
+    that a running server runs for the CLI needs nothing else from them. The configuration file
+    (RAG_CONFIG) and RAG_DATABASE_URL_FILE count as they do there (rag/config_file.py)."""
+    from rag.config_file import configured
+
+    home = configured("home", environ)
+    database_url, chroma_url = configured("database_url", environ, secret=True), configured("chroma_url", environ)
+    home = Path(home) if isinstance(home, str) else default_home()
+    database_url = database_url if isinstance(database_url, str) else None
     return home, not database_url or database_url.startswith("sqlite") or not chroma_url
 
 

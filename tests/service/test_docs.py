@@ -87,8 +87,11 @@ def test_setting_is_documented(variable: str) -> None:
 
 
 def _cli_envvars() -> set[str]:
+    from rag.cli import app
+
     names: set[str] = set()
-    for _, command in cli_commands():
+    root = typer.main.get_command(app)  # the options before any command (`rag --config`)
+    for command in [root, *(command for _, command in cli_commands())]:
         for param in command.params:
             envvar = param.envvar
             names.update([envvar] if isinstance(envvar, str) else envvar or ())
@@ -96,8 +99,13 @@ def _cli_envvars() -> set[str]:
 
 
 def _known_variable(name: str, others: set[str]) -> bool:
+    from rag.config_file import file_variable
+    from rag.settings import secret_settings
+
     if name in SETTINGS or name in SETTING_GROUPS or name in others:
         return True
+    if name in {file_variable(path) for path in secret_settings()}:
+        return True  # a secret's file (RAG_LLM__API_KEY_FILE)
     # below a leaf setting: a key of a mapping (RAG_RETRIEVE__WEIGHTS__VECTOR)
     return any(name.startswith(leaf + "__") for leaf in SETTINGS)
 
