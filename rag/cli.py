@@ -149,9 +149,13 @@ def serve(
     from rag.api.app import serving_process
     from rag.api.server import uvicorn_options
     from rag.first_token import first_run_token
+    from rag.logs import configure_serving, serving_destination
     from rag.origins import bind_warning
 
-    if workers > 1 and _settings().embedded:
+    settings = _settings()
+    configure_serving(settings)  # standard output (JSON lines) or the file, as RAG_LOG__TO says
+    json_lines = serving_destination(settings) == ("stdout", True)
+    if workers > 1 and settings.embedded:
         _error(
             "--workers above 1 needs the scale-out deployment: the embedded store (a SQLite file and embedded "
             "Chroma) belongs to one process. Set RAG_DATABASE_URL (PostgreSQL) and RAG_CHROMA_URL (a Chroma server)."
@@ -174,7 +178,7 @@ def serve(
             sys.stderr.write(f"serving {svc.settings.sqlalchemy_url.split('@')[-1]} with {workers} workers "
                              f"on http://{host}:{port}\n")
             uvicorn.run("rag.api.app:create_worker_app", factory=True, host=host, port=port, workers=workers,
-                        log_config=log_config(), **bounds)
+                        log_config=log_config(json_lines), **bounds)
             return
         serving_process(svc.settings)
         # uvicorn stops gracefully on SIGTERM, then raises it again: exit then, closing the
@@ -184,7 +188,7 @@ def serve(
         secret = _announce(svc.settings.home, _local_url(host, port)) if svc.settings.embedded else None
         sys.stderr.write(f"serving {svc.settings.home} on http://{host}:{port}\n")
         uvicorn.run(create_app(service=svc, local_secret=secret, serving=True), host=host, port=port,
-                    log_config=log_config(), **bounds)
+                    log_config=log_config(json_lines), **bounds)
 
 
 def _local_url(host: str, port: int) -> str:

@@ -297,6 +297,18 @@ def _header_list(value: Any) -> Any:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
+class LogSettings(BaseModel):
+    """Where `rag serve` writes its log, and how (rag/logs.py). `rag mcp`, whose standard output is
+    the protocol, and the one-shot commands always write to the file under home."""
+
+    format: Literal["auto", "json", "text"] = Field(
+        "auto", description="`json`: one JSON object a line (time, level, logger, message, request_id, "
+        "principal); `text`: one readable line; `auto`: JSON on standard output, text in the file.")
+    to: Literal["auto", "stdout", "file"] = Field(
+        "auto", description="`rag serve`'s log: `stdout` (a container's log), `file` (home/logs/rag.log, rotated), "
+        "or `auto`: standard output when it is not a terminal, else the file.")
+
+
 class HttpSettings(BaseModel):
     """`rag serve`'s HTTP connections: how long a client may take to send a request, and how many
     connections one process keeps open (rag/api/server.py)."""
@@ -416,13 +428,14 @@ class Settings(BaseSettings):
     )
     allowed_origins: Annotated[list[str], NoDecode] = Field(
         [],
-        description="Browser origins (`scheme://name[:port]`, `:*` any port) that may call the server: /mcp now, "
-        "the CORS list later. A request without Origin (no browser) and one from the server's own origin pass; "
-        "any other Origin gets 403.",
+        description="Browser origins (`scheme://name[:port]`, `:*` any port) that may call the server: the CORS "
+        "list (rag/api/cors.py) and /mcp's Origin check. A request without Origin (no browser) and one from the "
+        "server's own origin pass; on /mcp any other Origin gets 403.",
     )
     mcp: McpSettings = Field(default_factory=McpSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
     retrieve: RetrieveSettings = Field(default_factory=RetrieveSettings)
     sources: SourceSettings = Field(default_factory=SourceSettings)
     source_secrets: dict[str, SecretStr] = Field(

@@ -19,6 +19,10 @@ os.environ.setdefault("RAG_EMBED_CACHE", str(REPO / ".cache" / "embeddings.sqlit
 KEEP = ("RAG_EMBED_CACHE", "RAG_SHARED_DIR", "RAG_TEST_POSTGRES", "RAG_TEST_CHROMA_URL")
 for name in [n for n in os.environ if n.startswith("RAG_") and n not in KEEP]:
     del os.environ[name]  # a developer's own configuration must not leak into the tests
+# `rag serve` in a test logs to its file under RAG_HOME, where tests read it: by default it would log
+# to standard output (not a terminal there), a pipe that many tests leave unread, which could fill
+# and stall the server. tests/e2e/test_logs.py sets RAG_LOG__TO for the standard-output log.
+os.environ["RAG_LOG__TO"] = "file"
 
 import rag  # noqa: E402,F401  (process defaults before numpy/torch load)
 

@@ -28,10 +28,18 @@ class RedactQuery(logging.Filter):
         return True
 
 
-def log_config() -> dict[str, Any]:
+def log_config(json_lines: bool = False) -> dict[str, Any]:
     """uvicorn's own logging configuration with the filter on its access handler (each worker
-    process applies it at start-up)."""
+    process applies it at start-up). `json_lines`: uvicorn's lines too are JSON on standard
+    output, with the request id and principal (rag/logs.py), as `rag serve`'s own log then is."""
     config = copy.deepcopy(LOGGING_CONFIG)
-    config.setdefault("filters", {})["redact_query"] = {"()": "rag.api.access_log.RedactQuery"}
+    filters = config.setdefault("filters", {})
+    filters["redact_query"] = {"()": "rag.api.access_log.RedactQuery"}
     config["handlers"]["access"]["filters"] = ["redact_query"]
+    if json_lines:
+        filters["request"] = {"()": "rag.logs.RequestContext"}
+        config["formatters"]["json"] = {"()": "rag.logs.JsonFormatter"}
+        for handler in config["handlers"].values():
+            handler.update(formatter="json", stream="ext://sys.stdout")
+            handler["filters"] = [*handler.get("filters", []), "request"]
     return config

@@ -26,6 +26,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 import rag
 from rag.api.arguments import required_as_declared
+from rag.api.cors import Cors
+from rag.api.request_id import RequestId
 from rag.api.errors import CatchAll, install_error_handlers
 from rag.api.limits import BodyLimit, known_query_only
 from rag.ingest.sandbox import stop_parsing
@@ -163,12 +165,12 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
         async with AsyncExitStack() as stack:
             svc = service
             if svc is None:  # a worker of `rag serve --workers N`, or an app server's own
-                from rag.logs import configure
+                from rag.logs import configure_serving
                 from rag.store.home import private_umask
 
                 private_umask()  # what this process creates (logs, caches) is the owner's alone
                 config = settings or Settings()
-                configure(config.home)
+                configure_serving(config)
                 svc = await anyio.to_thread.run_sync(lambda: KnowledgeService(config, writer=True))
                 stack.push_async_callback(anyio.to_thread.run_sync, svc.close)
             app.state.model_ready = await anyio.to_thread.run_sync(warm_up, svc)
@@ -209,7 +211,11 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
     from rag.web import install as install_editor
 
     install_editor(app)  # the knowledge base editor at `/` (rag/web/), after every other route
-    upload_settings = service.settings if service is not None else settings or Settings()
-    app.add_middleware(BodyLimit, paths=uploads.body_limits(upload_settings))
-    app.add_middleware(CatchAll)  # added last, so it is the outermost of ours
+    app_settings = service.settings if service is not None else settings or Settings()
+    app.add_middleware(BodyLimit, paths=uploads.body_limits(app_settings))
+    app.add_middleware(CatchAll)
+    # Outside CatchAll: preflights end here, and a 500 from CatchAll still carries the CORS
+    # headers a page needs to read it.
+    app.add_middleware(Cors, origins=app_settings.allowed_origins)
+    app.add_middleware(RequestId)  # around all: every answer, a refused preflight too, has its id
     return app

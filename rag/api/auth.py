@@ -14,6 +14,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from rag.api.compute import compute
 from rag.errors import Unauthenticated, Unavailable
+from rag.logs import set_principal
 from rag.service import KnowledgeService, Principal
 from rag.service.identity.tokens import ONE_AUTHORIZATION
 
@@ -41,7 +42,9 @@ async def get_principal(
         raise Unauthenticated(TOKEN_REQUIRED)
     svc = get_service(request)
     # A few milliseconds of the store's work, on the compute threads with the searches it precedes.
-    return await compute(svc.settings.search_threads, lambda: svc.authenticate(credentials.credentials))
+    principal = await compute(svc.settings.search_threads, lambda: svc.authenticate(credentials.credentials))
+    set_principal(principal.principal_id)  # on the request's log lines from now on
+    return principal
 
 
 async def _service(request: Request) -> KnowledgeService:

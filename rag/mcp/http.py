@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from rag.errors import Unauthenticated
 from rag.mcp.server import PRINCIPAL_KEY, build_server
 from rag.mcp.sessions import TokenCappedSessionManager
+from rag.logs import set_principal
 from rag.origins import HeaderRules
 from rag.service.query.kb_search import UNREACHABLE
 from rag.service.identity.tokens import ONE_AUTHORIZATION
@@ -84,6 +85,7 @@ async def _with_principal(scope: Scope, send: Send, svc: KnowledgeService) -> Sc
         log.exception("authenticating an MCP request failed")
         await _refuse(send, 503, "temporarily_unavailable", UNREACHABLE)
         return None
+    set_principal(principal.principal_id)  # on the request's log lines from now on
     # `user` binds each MCP session to the token that opened it: the SDK answers a request for a
     # session with another token's credential as if the session did not exist.
     user = AuthenticatedUser(AccessToken(

@@ -8,7 +8,6 @@ Without the browser the module skips, except under CI=1, where it fails: CI inst
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from pathlib import Path
@@ -22,13 +21,12 @@ from rag.settings import Settings
 from rag.synthesize.declines import REASONS, describe
 
 from ..support.api_support import LEAVE_QUESTION, LiveServer, build_home
+from ..support.browser import browser_or_skip
 from ..support.editor import sync_linked_pages
 from ..support.mcp_support import http_session, run
 
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = REPO / "test-artefacts" / "editor"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 WAIT_S = 60
 INERT = ("# Tricky page\n\nBefore the script.\n\n<script>window.__pwned = 1</script>\n\n"
          "<img src=\"x\" onerror=\"window.__pwned = 2\">\n\n[a link](javascript:window.__pwned=3)\n\nAfter the script.\n")
@@ -38,26 +36,6 @@ CODE_PAGE = ("# Package index credentials\n\n## Adding credentials\n\nTo add cre
              "echo \"<script>window.__pwned = 5</script>\" > ~/.netrc\n```\n\n"
              "The credentials are kept in the system keyring.\n")
 CODE_QUESTION = "How do I add credentials for a package index?"
-
-
-def _browser_or_skip() -> Any:
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"selenium is not installed ({exc})")
-    if not (os.path.exists(CHROMEDRIVER) and os.path.exists(CHROMIUM)):
-        if os.environ.get("CI"):
-            pytest.fail("chromium and chromium-driver are missing: scripts/install.sh --test installs them")
-        pytest.skip("chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 "--window-size=1280,1000", "--disable-extensions", "--no-first-run"):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
 
 class Site:
@@ -124,7 +102,7 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Site]:
-    driver = _browser_or_skip()
+    driver = browser_or_skip()
     root = tmp_path_factory.mktemp("editor")
     pages = build_home(root)
     if SHOTS.exists():
