@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
 # Set up .venv with the project and its test tools. Safe to run again: it only adds what is missing.
+#   bash scripts/install.sh            # the project and its test tools (.[dev])
+#   bash scripts/install.sh --test     # the same, and the programs the tests run (below)
+#   bash scripts/install.sh --runtime  # the project's runtime packages only: the image (docker/Dockerfile)
+# Every Python package gets the version requirements.lock pins (a constraints file: `bash
+# scripts/lock.sh` writes it again after a change to pyproject.toml's dependencies).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,7 +49,12 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
         .venv/bin/pip install --quiet "torch==2.13.0"
     fi
 fi
-.venv/bin/pip install --quiet -e ".[dev]"
+# The versions of requirements.lock; the test tools only outside the image.
+if [ "${1:-}" = "--runtime" ]; then
+    .venv/bin/pip install --quiet -e . -c requirements.lock
+else
+    .venv/bin/pip install --quiet -e ".[dev]" -c requirements.lock
+fi
 # The local model as ONNX (fp32, and int8 for queries), exported once into the user cache
 # (RAG_EMBED__ONNX_DIR): query time then needs no torch. Skipped when the files are there.
 .venv/bin/python -m rag.models.export_onnx
