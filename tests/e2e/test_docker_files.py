@@ -4,8 +4,10 @@ The compose file is rendered by the Docker Compose command line (`docker compose
 older `docker-compose config` that `scripts/install.sh --test` installs from Debian); the rest is
 read from the files: the rag service waits for a healthy PostgreSQL and Chroma, every service keeps
 its data in a named volume and has a health check, the settings it passes are ones
-`rag.settings.Settings` reads and point at those services, the image installs with CI's script and
-serves with `rag serve`, and the Chroma image is the version of the installed chromadb client.
+`rag.settings.Settings` reads and point at those services, the database password has no default
+(Compose refuses to start without one), rag gets more time to stop than its shutdown grace, the
+image installs its runtime packages only with CI's script and serves with `rag serve`, and the
+Chroma image is the version of the installed chromadb client.
 """
 
 from __future__ import annotations
@@ -30,24 +32,39 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker" / "compose.yaml"
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
 
-# ${NAME}, ${NAME:-default}, and $$ (a literal $), as Compose reads them.
-_INTERPOLATION = re.compile(r"\$\$|\$\{(\w+)(?::-([^}]*))?\}")
+# ${NAME}, ${NAME:-default}, ${NAME:?message} (required), and $$ (a literal $), as Compose reads them.
+_INTERPOLATION = re.compile(r"\$\$|\$\{(\w+)(?:(:-|:\?)([^}]*))?\}")
+# The one variable the file requires (no default password), as a user sets it.
+REQUIRED = {"POSTGRES_PASSWORD": "a-password-of-the-tests"}
+# The shortest shutdown grace of `rag serve` (issue 31: requests in progress get 20 s to finish).
+SHUTDOWN_GRACE_SECONDS = 20
 
 
-def _defaults(value):
-    """The compose file as Compose renders it with none of its variables set."""
+def _interpolate(match: re.Match, variables: dict[str, str]) -> str:
+    if match.group(0) == "$$":
+        return "$"
+    name, kind, word = match.groups()
+    if variables.get(name):
+        return variables[name]
+    if kind == ":?":
+        raise KeyError(f"{name} is required: {word}")
+    return word or ""
+
+
+def _rendered(value, variables: dict[str, str]):
+    """The compose file as Compose renders it with only `variables` set."""
     if isinstance(value, dict):
-        return {key: _defaults(item) for key, item in value.items()}
+        return {key: _rendered(item, variables) for key, item in value.items()}
     if isinstance(value, list):
-        return [_defaults(item) for item in value]
+        return [_rendered(item, variables) for item in value]
     if isinstance(value, str):
-        return _INTERPOLATION.sub(lambda m: "$" if m.group(0) == "$$" else m.group(2) or "", value)
+        return _INTERPOLATION.sub(lambda m: _interpolate(m, variables), value)
     return value
 
 
 @pytest.fixture(scope="module")
 def compose() -> dict:
-    return _defaults(yaml.safe_load(COMPOSE.read_text()))
+    return _rendered(yaml.safe_load(COMPOSE.read_text()), REQUIRED)
 
 
 def _instructions() -> list[tuple[str, str]]:
@@ -118,6 +135,26 @@ def test_rag_starts_after_postgres_and_chroma_are_healthy(compose):
     }
 
 
+def test_the_database_password_has_no_default():
+    raw = yaml.safe_load(COMPOSE.read_text())
+    for service in ("rag", "postgres"):
+        with pytest.raises(KeyError, match="POSTGRES_PASSWORD is required"):
+            _rendered(raw["services"][service]["environment"], {})
+
+
+def _seconds(duration: str) -> float:
+    """A Compose duration such as 30s, 1m30s or 1m."""
+    parts = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", str(duration))
+    assert parts and any(parts.groups()), f"not a duration of minutes and seconds: {duration!r}"
+    minutes, seconds = (int(part or 0) for part in parts.groups())
+    return minutes * 60 + seconds
+
+
+def test_rag_has_longer_to_stop_than_its_shutdown_grace(compose):
+    """Docker sends SIGKILL 10 s after SIGTERM unless told otherwise: less than rag's 20 s grace."""
+    assert _seconds(compose["services"]["rag"]["stop_grace_period"]) > SHUTDOWN_GRACE_SECONDS
+
+
 def test_every_service_has_a_health_check(compose):
     services = compose["services"]
     postgres = services["postgres"]["healthcheck"]["test"]
@@ -137,29 +174,47 @@ def test_every_service_has_a_health_check(compose):
     assert "curl" not in healthcheck, "python:3.11-slim has no curl"
 
 
-def test_the_rag_environment_is_what_settings_reads_and_points_at_the_services(compose, monkeypatch):
-    services = compose["services"]
-    env = services["rag"]["environment"]
-    nested = {name: field.annotation for name, field in Settings.model_fields.items()}
-    for key in env:
-        assert key.startswith("RAG_"), key
-        name = key[len("RAG_"):].lower()
-        if key == "RAG_WORKERS":  # read by the image's CMD, not by Settings
-            assert "${RAG_WORKERS" in _cmd()
-            continue
-        head, _, tail = name.partition("__")
-        assert head in nested, f"{key} is no setting of rag.settings.Settings"
-        if tail:
-            assert tail in nested[head].model_fields, f"{key} is no setting of rag.settings.Settings"
+def unknown_settings(keys) -> list[str]:
+    """The names among `keys` that neither rag.settings.Settings (a setting, or a secret's `_FILE`)
+    nor `rag serve` (RAG_WORKERS) reads."""
+    from typer.main import get_command
 
+    from rag.cli import app
+    from rag.config_file import file_variable
+    from rag.settings import secret_settings
+
+    params = get_command(app).commands["serve"].params
+    other = {param.envvar for param in params if isinstance(param.envvar, str)}
+    other |= {file_variable(path) for path in secret_settings()}
+    nested = {name: field.annotation for name, field in Settings.model_fields.items()}
+    unknown = []
+    for key in keys:
+        head, _, tail = key.removeprefix("RAG_").lower().partition("__")
+        known = head in nested and (not tail or tail in getattr(nested[head], "model_fields", {}))
+        if key not in other and not (key.startswith("RAG_") and known):
+            unknown.append(key)
+    return unknown
+
+
+def settings_read_from(env: dict[str, str], monkeypatch) -> Settings:
+    """rag.settings.Settings as a process whose only `RAG_` variables are `env` reads them."""
     for key in list(os.environ):
         if key.startswith("RAG_"):
             monkeypatch.delenv(key)
     for key, value in env.items():
-        if value is not None:  # a bare name is passed through from the shell only when set there
-            monkeypatch.setenv(key, str(value))
-    monkeypatch.setenv("RAG_HOME", _image_env()["RAG_HOME"])
-    settings = Settings()
+        monkeypatch.setenv(key, value)
+    return Settings()
+
+
+def test_the_rag_environment_is_what_settings_reads_and_points_at_the_services(compose, monkeypatch):
+    services = compose["services"]
+    env = services["rag"]["environment"]
+    assert not unknown_settings(env), f"no setting of rag.settings.Settings: {unknown_settings(env)}"
+    assert "${RAG_WORKERS" in _cmd(), "RAG_WORKERS is read by the image's CMD"
+
+    # A bare name is passed through from the shell only when set there.
+    passed = {key: str(value) for key, value in env.items() if value is not None}
+    settings = settings_read_from({**passed, "RAG_HOME": _image_env()["RAG_HOME"]}, monkeypatch)
 
     assert not settings.embedded, "both engines are servers, so several processes may share the store"
     url = make_url(settings.database_url)
@@ -195,6 +250,7 @@ def test_the_image_installs_with_the_script_ci_uses():
     assert len(install) == 1
     assert "--test" not in install[0], "the image needs no PostgreSQL server of its own"
     assert "bash scripts/install.sh" in (ROOT / ".ci" / "run").read_text()
+    assert "--runtime" in install[0], "the image installs the runtime packages, not the test tools"
     assert "TORCH_INDEX_URL" in install[0] and "TORCH_INDEX_URL" in (ROOT / "scripts" / "install.sh").read_text()
     assert "download.pytorch.org/whl/cpu" in _one("ARG"), "a plain torch is a CUDA build of several GB"
 
@@ -238,21 +294,25 @@ def _compose_cli() -> list[str] | None:
     return [legacy] if legacy else None
 
 
-def test_docker_compose_config_accepts_the_file(compose, tmp_path):
+def _compose_config(tmp_path: Path, variables: dict[str, str]) -> subprocess.CompletedProcess:
+    """`config` with only `variables` set: nothing from this shell or a local docker/.env."""
     cli = _compose_cli()
     if cli is None:
         message = "no Docker Compose command line (`bash scripts/install.sh --test` installs one)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    # Nothing from this shell or a local docker/.env: the file's own defaults.
     env = {key: os.environ[key] for key in ("PATH", "HOME", "DOCKER_CONFIG") if key in os.environ}
     no_env_file = tmp_path / "empty.env"  # docker-compose 1.x takes no /dev/null here
     no_env_file.write_text("")
-    result = subprocess.run(
+    return subprocess.run(
         [*cli, "--env-file", str(no_env_file), "-f", str(COMPOSE), "config"],
-        capture_output=True, text=True, env=env, timeout=60,
+        capture_output=True, text=True, env={**env, **variables}, timeout=60,
     )
+
+
+def test_docker_compose_config_accepts_the_file(compose, tmp_path):
+    result = _compose_config(tmp_path, REQUIRED)
     assert result.returncode == 0, result.stderr
     rendered = yaml.safe_load(result.stdout)
     assert set(rendered["services"]) == {"rag", "postgres", "chroma"}
@@ -262,3 +322,12 @@ def test_docker_compose_config_accepts_the_file(compose, tmp_path):
     assert got == wanted, "Compose renders the settings the other tests read"
     for name in ("postgres", "chroma"):
         assert rendered["services"]["rag"]["depends_on"][name]["condition"] == "service_healthy"
+    assert _seconds(rendered["services"]["rag"]["stop_grace_period"]) > SHUTDOWN_GRACE_SECONDS
+
+
+@pytest.mark.parametrize("password", [None, ""], ids=["unset", "empty"])
+def test_docker_compose_refuses_to_start_without_a_database_password(tmp_path, password):
+    variables = {} if password is None else {"POSTGRES_PASSWORD": password}
+    result = _compose_config(tmp_path, variables)
+    assert result.returncode != 0, "Compose rendered the file without a database password"
+    assert "set POSTGRES_PASSWORD in the shell or docker/.env" in result.stderr, result.stderr
