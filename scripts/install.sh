@@ -21,6 +21,14 @@ if [ "${1:-}" = "--test" ] && ! command -v docker-compose >/dev/null 2>&1 && ! d
     echo "installing docker-compose (the command line only) for the tests"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
 fi
+# --test: and kubectl, whose `kubectl kustomize` tests/e2e/test_k8s_manifests.py renders deploy/k8s
+# with: Debian's kubernetes-client (1.20, kustomize v2.0.3) where no kubectl is on the PATH. The
+# ServiceMonitor component and overlays need kustomize >= 3.7 (kubectl >= 1.21): with an older one,
+# their tests skip.
+if [ "${1:-}" = "--test" ] && ! command -v kubectl >/dev/null 2>&1; then
+    echo "installing kubectl (Debian's kubernetes-client) for the tests"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null
+fi
 # --test: and Chromium with its WebDriver, which the editor's end-to-end tests drive headless
 # (tests/e2e/test_editor_browser.py, through Selenium and /usr/bin/chromedriver; nothing is downloaded at run time).
 if [ "${1:-}" = "--test" ] && { [ ! -x /usr/bin/chromedriver ] || ! command -v chromium >/dev/null 2>&1; }; then
