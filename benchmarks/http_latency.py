@@ -10,6 +10,15 @@ the shared cache), driven over real sockets with httpx:
   endpoint: requests per second, and the latency each client saw meanwhile.
 
     python -m benchmarks.http_latency [--rounds 2] [--duration 20] [--clients 8] [--json out.json]
+
+With `--telemetry on,off` it measures instead what metrics and traces cost a search (issue 31): the
+handbook is ingested once and copied to two homes, served at once by two `rag serve`, one with
+RAG_TELEMETRY__ENABLED=true (traces made but not exported: no OTLP endpoint) and one with false.
+Each round (default 10) runs every question on both, in alternating order, one client; the
+figure is the median over rounds of the paired difference of the two p50s, with its 95% bootstrap
+interval.
+
+    python -m benchmarks.http_latency --telemetry on,off [--rounds 10]
 """
 
 from __future__ import annotations
@@ -57,8 +66,9 @@ def rag(env: dict[str, str], *args: str, **kwargs: Any) -> subprocess.CompletedP
 class Served:
     """`rag serve` on a fresh home holding the handbook, until the block ends."""
 
-    def __init__(self, home: Path) -> None:
-        self.env = {**os.environ, "RAG_HOME": str(home)}
+    def __init__(self, home: Path, ingest: bool = True, **env: str) -> None:
+        self.env = {**os.environ, "RAG_HOME": str(home), **env}
+        self.ingest = ingest
         self.env.setdefault("RAG_EMBED_CACHE", str(REPO / ".cache" / "embeddings.sqlite"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -66,7 +76,8 @@ class Served:
 
     def __enter__(self) -> "Served":
         started = time.perf_counter()
-        rag(self.env, "ingest", str(HANDBOOK), "--json")
+        if self.ingest:
+            rag(self.env, "ingest", str(HANDBOOK), "--json")
         self.ingest_s = time.perf_counter() - started
         self.token = rag(self.env, "token", "create", "--workspace", "default", "--role", "viewer").stdout.strip()
         with self.log.open("w") as log:
@@ -171,13 +182,76 @@ def throughput(served: Served, call: Call, queries: list[str], clients: int, dur
             "loaded_p50_ms": loaded["p50_ms"], "loaded_p95_ms": loaded["p95_ms"]}
 
 
+def p50_ms(client: httpx.Client, queries: list[str]) -> float:
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        search(client, query)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def bootstrap_median(values: list[float], resamples: int = 10_000) -> tuple[float, float]:
+    """The 95% percentile-bootstrap interval of the median of `values` (seeded: the same figures
+    give the same interval)."""
+    import random
+
+    rng = random.Random(31)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
+def telemetry_cost(rounds: int, json_path: str | None) -> None:
+    """`--telemetry on,off`: see the module's docstring."""
+    queries = questions()
+    root = Path(tempfile.mkdtemp(prefix="rag-telemetry-bench-"))
+    try:
+        rag({**os.environ, "RAG_HOME": str(root / "on"), "RAG_EMBED_CACHE": os.environ.get(
+            "RAG_EMBED_CACHE", str(REPO / ".cache" / "embeddings.sqlite"))}, "ingest", str(HANDBOOK), "--json")
+        shutil.copytree(root / "on", root / "off")
+        with Served(root / "on", ingest=False, RAG_TELEMETRY__ENABLED="true") as on, \
+                Served(root / "off", ingest=False, RAG_TELEMETRY__ENABLED="false") as off, \
+                on.client() as on_client, off.client() as off_client:
+            for client in (on_client, off_client):
+                for query in queries[:10]:
+                    search(client, query)
+            pairs = []
+            for i in range(rounds):
+                order = [(on_client, "on"), (off_client, "off")][:: 1 if i % 2 == 0 else -1]
+                measured = {name: p50_ms(client, queries) for client, name in order}
+                pairs.append((measured["on"], measured["off"]))
+                print(f"round {i + 1}: p50 on {measured['on']:.1f} ms, off {measured['off']:.1f} ms", flush=True)
+            metrics = httpx.get(f"{on.url}/metrics").text
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    differences = [100 * (a - b) / b for a, b in pairs]
+    low, high = bootstrap_median(differences)
+    result = {"rounds": rounds, "questions": len(queries), "p50_on_ms": [round(a, 2) for a, _ in pairs],
+              "p50_off_ms": [round(b, 2) for _, b in pairs], "median_difference_pct": round(statistics.median(differences), 2),
+              "interval_95_pct": [round(low, 2), round(high, 2)], "metrics_bytes": len(metrics)}
+    print(f"\nMetrics and traces on search p50 (the handbook, {len(queries)} questions a round, {rounds} rounds, "
+          f"{os.cpu_count()} CPUs)\n")
+    print("| p50 on, median ms | p50 off, median ms | median paired difference | 95% interval |")
+    print("| ---: | ---: | ---: | --- |")
+    print(f"| {statistics.median(a for a, _ in pairs):.1f} | {statistics.median(b for _, b in pairs):.1f} | "
+          f"{result['median_difference_pct']:+.1f}% | {low:+.1f}% to {high:+.1f}% |")
+    write_json(result, json_path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=2, help="Passes over the questions for latency.")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="Passes over the questions for latency (default 2; 10 with --telemetry).")
     parser.add_argument("--duration", type=float, default=20.0, help="Seconds of load per endpoint.")
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--telemetry", default=None, choices=["on,off"],
+                        help="Measure what metrics and traces cost a search instead (see above).")
     parser.add_argument("--json", default=None, help="Write the result here ('-': standard output).")
     args = parser.parse_args()
+    if args.telemetry:
+        telemetry_cost(args.rounds or 10, args.json)
+        return
+    args.rounds = args.rounds or 2
 
     queries = questions()
     root = Path(tempfile.mkdtemp(prefix="rag-http-bench-"))

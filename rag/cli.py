@@ -175,6 +175,7 @@ def serve(
             # This process migrated the schema, resumed interrupted publishes and reconciled the
             # lanes; each worker opens its own service on the same engines.
             svc.close()
+            shared_metrics(svc.settings.home)
             sys.stderr.write(f"serving {svc.settings.sqlalchemy_url.split('@')[-1]} with {workers} workers "
                              f"on http://{host}:{port}\n")
             uvicorn.run("rag.api.app:create_worker_app", factory=True, host=host, port=port, workers=workers,
@@ -189,6 +190,17 @@ def serve(
         sys.stderr.write(f"serving {svc.settings.home} on http://{host}:{port}\n")
         uvicorn.run(create_app(service=svc, local_secret=secret, serving=True), host=host, port=port,
                     log_config=log_config(json_lines), **bounds)
+
+
+def shared_metrics(home: Path) -> None:
+    """`rag serve --workers N`: the workers' metrics in files of one folder, summed by whichever
+    worker answers /metrics (prometheus_client's multi-process mode, rag/telemetry.py). The folder
+    (PROMETHEUS_MULTIPROC_DIR, default RAG_HOME/metrics) is emptied first: counts of an earlier run
+    would add up with this one's."""
+    folder = Path(os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(home / "metrics")))
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for old in folder.glob("*.db"):
+        old.unlink()
 
 
 def _local_url(host: str, port: int) -> str:

@@ -297,6 +297,16 @@ def _header_list(value: Any) -> Any:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
+class TelemetrySettings(BaseModel):
+    """Metrics and traces (rag/telemetry.py)."""
+
+    enabled: bool = Field(True, description="Count requests and stages for /metrics and trace them (traces are "
+                          "exported only when OTEL_EXPORTER_OTLP_ENDPOINT is set). Off: nothing is counted or traced.")
+    metrics_token: SecretStr | None = Field(
+        None, description="The bearer token a scrape of /metrics must send (not an API token). None: /metrics "
+        "answers clients on this machine (loopback) only.")
+
+
 class LogSettings(BaseModel):
     """Where `rag serve` writes its log, and how (rag/logs.py). `rag mcp`, whose standard output is
     the protocol, and the one-shot commands always write to the file under home."""
@@ -436,6 +446,7 @@ class Settings(BaseSettings):
     index: IndexSettings = Field(default_factory=IndexSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     log: LogSettings = Field(default_factory=LogSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     retrieve: RetrieveSettings = Field(default_factory=RetrieveSettings)
     sources: SourceSettings = Field(default_factory=SourceSettings)
     source_secrets: dict[str, SecretStr] = Field(

@@ -25,14 +25,16 @@ from fastapi import Depends, FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import rag
+from rag import telemetry
 from rag.api.arguments import required_as_declared
 from rag.api.cors import Cors
+from rag.api.observe import Observe
 from rag.api.request_id import RequestId
 from rag.api.errors import CatchAll, install_error_handlers
 from rag.api.limits import BodyLimit, known_query_only
 from rag.ingest.sandbox import stop_parsing
 from rag.api.routes import (
-    activity, chat, health, knowledge, local, nodes, review, sources, tokens, uploads, versions,
+    activity, chat, health, knowledge, local, metrics, nodes, review, sources, tokens, uploads, versions,
 )
 from rag.service import KnowledgeService
 from rag.settings import LOCAL_EMBED_MODEL, Settings
@@ -194,13 +196,17 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
             yield
             app.state.service = None
 
+    # FastAPI's own OpenTelemetry is off: rag/api/observe.py traces each request by its route's
+    # template, and FastAPI's would export raw paths, and validation errors with their input (a
+    # query's text) as log records.
     app = FastAPI(title="rag", version=rag.__version__, description=DESCRIPTION, lifespan=lifespan,
-                  dependencies=[Depends(known_query_only)], docs_url=None, redoc_url=None)
+                  dependencies=[Depends(known_query_only)], docs_url=None, redoc_url=None,
+                  telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False})
     app.state.local_secret = local_secret
     app.state.stopping = False  # set by SIGTERM (`rag serve`): /readyz then answers 503
     install_error_handlers(app)
     offline_docs(app)
-    for module in (health, knowledge, chat, nodes, versions, review, uploads, activity, tokens, sources, local):
+    for module in (health, metrics, knowledge, chat, nodes, versions, review, uploads, activity, tokens, sources, local):
         app.include_router(module.router)
     app.openapi = lambda: required_as_declared(FastAPI.openapi(app))  # type: ignore[method-assign]
     if mcp_app is not None:
@@ -212,10 +218,14 @@ def create_app(settings: Settings | None = None, *, service: KnowledgeService | 
 
     install_editor(app)  # the knowledge base editor at `/` (rag/web/), after every other route
     app_settings = service.settings if service is not None else settings or Settings()
+    telemetry.configure(app_settings)
+    token = app_settings.telemetry.metrics_token
+    app.state.metrics_token = token.get_secret_value() if token is not None else None
     app.add_middleware(BodyLimit, paths=uploads.body_limits(app_settings))
     app.add_middleware(CatchAll)
     # Outside CatchAll: preflights end here, and a 500 from CatchAll still carries the CORS
     # headers a page needs to read it.
     app.add_middleware(Cors, origins=app_settings.allowed_origins)
+    app.add_middleware(Observe)  # counted and traced, a preflight too (rag/telemetry.py)
     app.add_middleware(RequestId)  # around all: every answer, a refused preflight too, has its id
     return app

@@ -22,6 +22,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from rag import telemetry
 from rag.errors import (
     STORAGE_FULL,
     AlreadyExists,
@@ -202,6 +203,7 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
 async def _on_store_error(request: Request, exc: Exception) -> JSONResponse:
     """The store failed under the call: the caller learns what to do, the log gets the rest."""
     log.error("%s %s: store error", request.method, request.url.path, exc_info=exc)
+    telemetry.count(telemetry.ERRORS, "store")
     if is_storage_full(exc):
         return error_response(507, STORAGE_FULL, StorageFull.code)
     if isinstance(exc, IntegrityError):

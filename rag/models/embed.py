@@ -26,6 +26,7 @@ from typing import Iterator, Protocol, Sequence
 
 import numpy as np
 
+from rag import telemetry
 from rag.errors import Unavailable
 from rag.store.home import private_file
 from rag.models.export_onnx import encoder_file
@@ -395,6 +396,8 @@ class CachedEmbedder:
             # Each text once: a chunk's overlap and a repeated sentence are embedded a single time.
             first = {keys[i]: i for i in reversed(missing)}
             unique = list(dict.fromkeys(keys[i] for i in missing))
+            telemetry.count(telemetry.EMBED_BATCHES, "documents")
+            telemetry.count(telemetry.EMBED_TEXTS, "documents", amount=len(unique))
             vectors = dict(zip(unique, self.inner.embed([texts[first[key]] for key in unique])))
             fresh = np.stack([vectors[keys[i]] for i in missing])
         if missing and store:

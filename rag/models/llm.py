@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from rag import telemetry
 from rag.errors import Unavailable
 from rag.settings import LLMSettings, Settings
 
@@ -109,6 +110,11 @@ class ChatModel:
 
         def call(model: str, timeout: float) -> str:
             response = self._request(model, messages, timeout, stream=False)
+            usage = getattr(response, "usage", None)
+            for kind in ("prompt", "completion"):
+                tokens = getattr(usage, f"{kind}_tokens", None)
+                if isinstance(tokens, int) and tokens > 0:
+                    telemetry.count(telemetry.MODEL_TOKENS, model, kind, amount=tokens)
             text = response.choices[0].message.content
             if not text:
                 raise _EmptyAnswer(f"{model} returned an empty answer")
@@ -178,14 +184,25 @@ class ChatModel:
             # Checked after the wait is chosen: no backoff may end beyond the deadline.
             return time.monotonic() + state.upcoming_sleep >= deadline_at
 
+        attempts: dict[str, int] = {}
+
         def attempt(model: str) -> T:
             # A request never runs past the deadline either, whatever the per-request timeout.
             timeout = max(min(s.timeout, deadline_at - time.monotonic()), 0.001)
+            attempts[model] = attempts.get(model, 0) + 1
+            if attempts[model] > 1:
+                telemetry.count(telemetry.MODEL_RETRIES, model)
+            elif model != self._model:
+                telemetry.count(telemetry.MODEL_FALLBACKS, model)
             try:
-                return call(model, timeout)
+                with telemetry.stage("model"):
+                    result = call(model, timeout)
             except Exception as exc:
+                telemetry.count(telemetry.MODEL_CALLS, model, "error")
                 log.warning("language model %s failed: %s", model, self._describe(exc))
                 raise
+            telemetry.count(telemetry.MODEL_CALLS, model, "ok")
+            return result
 
         tried: list[str] = []
         last: BaseException | None = None

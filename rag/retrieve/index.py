@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 from sqlalchemy.orm import Session
 
+from rag import telemetry
 from rag.errors import InvalidArgument, Unavailable
 from rag.models.embed import Embedder
 from rag.retrieve.fusion import Fused, reciprocal_rank_fusion, rrf_entries, rrf_order
@@ -120,7 +121,12 @@ class SearchIndex:
                 if lane.uses_vectors and lanes is None and query.ahead and self._running == 1 and not all(
                         started.done() for started in query.ahead.values()):
                     self._guess(session, query, scope, found, depth)
-                found[lane.name] = lane.search(session, query, scope, depth)
+                with telemetry.stage("lane", lane.name):
+                    try:
+                        found[lane.name] = lane.search(session, query, scope, depth)
+                    except Exception:
+                        telemetry.count(telemetry.ERRORS, lane.name)
+                        raise
         finally:
             with self._counting:
                 self._running -= 1

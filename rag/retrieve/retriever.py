@@ -9,11 +9,12 @@ that made the `Query` keeps it for later stages.
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from rag import telemetry
 from rag.errors import InvalidArgument
 from rag.models.embed import Embedder, embed_search_query
 from rag.retrieve.fusion import Fused, diversify
@@ -38,6 +39,19 @@ _HYDRATE = (
 )
 
 
+T = TypeVar("T")
+
+
+def _embedding(embed: Callable[[str], T]) -> Callable[[str], T]:
+    """A query's embedding, timed as the stage `embed` and counted as a batch of one."""
+    def run(text: str) -> T:
+        telemetry.count(telemetry.EMBED_BATCHES, "query")
+        telemetry.count(telemetry.EMBED_TEXTS, "query")
+        with telemetry.stage("embed"):
+            return embed(text)
+    return run
+
+
 class Retriever:
     def __init__(self, db: Database, embedder: Embedder, index: SearchIndex, settings: RetrieveSettings) -> None:
         self.db = db
@@ -52,8 +66,8 @@ class Retriever:
         if isinstance(query, Query):
             return query
         if search:
-            return Query(query, lambda text: embed_search_query(self.embedder, text))
-        return Query(query, lambda text: self.embedder.embed_query(text))
+            return Query(query, _embedding(lambda text: embed_search_query(self.embedder, text)))
+        return Query(query, _embedding(self.embedder.embed_query))
 
     def start(self, query: str | Query, lanes: Sequence[str] | None = None, search: bool = False) -> Query:
         """The `Query` of a search about to be made with these lanes, its vector already being
@@ -87,12 +101,15 @@ class Retriever:
         are what an answer quotes (capping them costs answers: `python -m evals.handbook_ask`)."""
         query = self.query(query)
         depth = max(depth or self.settings.candidates, k)
-        with self.db.session() as session:
+        with telemetry.stage("retrieve"), self.db.session() as session:
             remember_statuses(session)  # the lanes check each chunk's status once
             found = self.lane_hits(session, query, scope, depth, lanes)
+            with telemetry.stage("fuse"):
+                ranked = self.index.rank(session, query, found, k if not diverse or self.settings.per_document <= 0
+                                         else None)
             if not diverse or self.settings.per_document <= 0:
-                return self._hydrate(session, self.index.rank(session, query, found, k))
-            return self._diverse(session, self.index.rank(session, query, found, None), k)
+                return self._hydrate(session, ranked)
+            return self._diverse(session, ranked, k)
 
     def _diverse(self, session: Session, ranked: Sequence[Fused], k: int) -> list[Hit]:
         """The first k of the ranking with the per-document cap applied. Only the first k are read

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -55,12 +56,13 @@ _ahead_lock = threading.Lock()
 
 def run_ahead(fn: Callable[..., T], *args: object) -> Future[T]:
     """Run fn on the threads that do a search's work ahead of need (the query's embedding, the
-    vector lane's first fetch, a read of the published ids), made on first use."""
+    vector lane's first fetch, a read of the published ids), made on first use. In the caller's
+    context (its request id on log lines, its span as the parent of a stage's)."""
     global _ahead_pool
     with _ahead_lock:
         if _ahead_pool is None:
             _ahead_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rag-ahead")
-    return _ahead_pool.submit(fn, *args)
+    return _ahead_pool.submit(contextvars.copy_context().run, fn, *args)
 
 
 def after(first: Future[T], then: Callable[[T], object]) -> Future:

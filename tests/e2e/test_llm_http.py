@@ -168,14 +168,37 @@ def test_a_transient_failure_is_retried(home, server, failure, caplog):
     assert len(retried) == 2 and KEY not in caplog.text
 
 
+def model_counts() -> dict[tuple[str, str, str], float]:
+    from prometheus_client import REGISTRY
+
+    counts = {}
+    for family in REGISTRY.collect():
+        for sample in family.samples:
+            if sample.name.startswith("rag_model_"):
+                counts[(sample.name, sample.labels["model"], sample.labels.get("outcome", sample.labels.get("kind", "")))] \
+                    = sample.value
+            elif sample.name == "rag_stage_duration_seconds_count" and sample.labels["stage"] == "model":
+                counts[(sample.name, "model", "")] = sample.value
+    return counts
+
+
 def test_persistent_failure_falls_back_to_the_next_model(home, server):
     server.script(Status(500), Status(503), Status(500), Status(503), model="main-model")
     server.script(Text(REPLY), Stream(pieces(REPLY)), model="fallback-model")
+    before = model_counts()
     with service(home, server, fallbacks=[FALLBACK]) as svc:
         whole = svc.ask(READER, QUESTION)
         text, answer = streamed(svc.ask_stream(READER, QUESTION))
     models = [r.model for r in server.requests]
     assert models == ["main-model", "main-model", "fallback-model"] * 2
+    # What /metrics shows (rag/telemetry.py): each call, retry and fallback, and the tokens reported.
+    grown = {key: value - before.get(key, 0.0) for key, value in model_counts().items()}
+    assert {key: value for key, value in grown.items() if value and not key[0].endswith("tokens_total")} == {
+        ("rag_model_calls_total", MAIN, "error"): 4, ("rag_model_retries_total", MAIN, ""): 2,
+        ("rag_model_fallbacks_total", FALLBACK, ""): 2, ("rag_model_calls_total", FALLBACK, "ok"): 2,
+        ("rag_stage_duration_seconds_count", "model", ""): 6,
+    }
+    assert grown[("rag_model_tokens_total", FALLBACK, "prompt")] > 100  # the whole answer's (the stream's unreported)
     fallback = server.requests[2]
     assert fallback.headers["authorization"] == f"Bearer {KEY}" and fallback.messages == server.requests[0].messages
     assert whole.synthesizer == answer.synthesizer == "llm:openai/fallback-model"

@@ -219,11 +219,24 @@ def test_rag_serve_with_two_workers_on_the_scale_out_store(workers, scale_out, t
             assert room in found[0]["excerpt"]
         sessions = anyio.run(mcp_sessions, f"{url}/mcp", secret, 10)
         assert sessions == [True] * 10  # a session client's requests may reach either worker
+        # Both workers' counts, whichever answers the scrape (prometheus_client's multi-process mode).
+        for _ in range(4):
+            scraped = metric_samples(httpx.get(f"{url}/metrics", timeout=30).text)
+            assert scraped[("rag_http_requests_total", (("method", "PUT"), ("route", "/v1/documents/{node_id}/draft"),
+                                                        ("status", "200")))] == 16
     finally:
         server.send_signal(signal.SIGINT)
         _, err = server.communicate(timeout=120)
     assert "Traceback" not in err, err
     assert f"with 2 workers on http://127.0.0.1:{port}" in err
+
+
+def metric_samples(text: str) -> dict[tuple[str, tuple], float]:
+    """Prometheus' text format read with its own parser: (name, sorted labels) to value."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
 async def mcp_sessions(url: str, secret: str, n: int) -> list[bool]:

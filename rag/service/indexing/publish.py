@@ -17,6 +17,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 from sqlalchemy import bindparam, func, insert, select
 
+from rag import telemetry
 from rag.errors import Unavailable
 from rag.ingest.chunk import Chunker, ChunkSpec
 from rag.models.embed import Embedder, bulk_embedding
@@ -215,7 +216,11 @@ class Publisher:
         """Write the group's chunks (committed, still invisible: their versions are `publishing`)
         with the lanes in the store in the same transaction, then the lanes outside it, then flip
         the versions in the claim's transaction. Returns the versions archived by the flip. On an
-        error everything written is removed and the versions go back."""
+        error everything written is removed and the versions go back. Timed as the stage `publish`."""
+        with telemetry.stage("publish"):
+            return self._index_and_flip_timed(claim, group)
+
+    def _index_and_flip_timed(self, claim, group: list[_Pending]) -> list[int]:
         texts = [t for p in group for t in p.texts]
         version_ids = [p.version_id for p in group]
         try:

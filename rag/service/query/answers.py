@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterator
 
+from rag import telemetry
 from rag.errors import RagError
 from rag.retrieve.types import Hit, Query
 from rag.service.identity.principal import Principal
@@ -53,6 +54,7 @@ class Answers:
             declined=declines.OFF_TOPIC)
 
     def _record(self, principal: Principal, kb_name: str | None, query: str, answer: Answer) -> None:
+        telemetry.count(telemetry.ANSWERS, answer.synthesizer, answer.declined or "answered")
         self.activity.record(principal, "ask", kb_name, "ok", {
             "sources": len(answer.sources), "synthesizer": answer.synthesizer,
             "abstained": answer.abstained, "declined": answer.declined, "query_chars": len(query),
@@ -62,7 +64,8 @@ class Answers:
         """A cited answer. Nothing relevant retrieved: the answer says so and no model is called."""
         question, hits = self._prepare(principal, query, kb_name, history)
         try:
-            answer = self.engines.synthesizer.answer(question, hits) if hits else self._abstain(question)
+            with telemetry.stage("synthesize"):
+                answer = self.engines.synthesizer.answer(question, hits) if hits else self._abstain(question)
         except RagError as exc:
             self.activity.record(principal, "ask", kb_name, exc.code)
             raise

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from pydantic import ValidationError
 from sqlalchemy import func, or_, select, update
 
+from rag import telemetry
 from rag.errors import AlreadyExists, Busy, InvalidArgument, NotFound, RagError
 from rag.service.checks import name_key, name_problem
 from rag.service.sources.engine import Progress, SyncEngine, SyncReport, Target, iter_limited
@@ -454,6 +455,7 @@ class Sources:
             row.status, row.lease_owner, row.lease_until, row.progress = SOURCE_IDLE, None, None, None
             row.last_finished_at = now
             if report is not None:
+                telemetry.count(telemetry.SYNCS, row.name, report.outcome)
                 row.last_outcome = report.outcome
                 row.last_error = report.error
                 row.last_counts = {k: v for k, v in report.summary().items() if k != "knowledge_base"}
