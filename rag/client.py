@@ -27,6 +27,9 @@ class ServerError(Exception):
         self.exit_code = exit_code
 
 
+CUT = ("the server stopped before the command ended; run it again (what it had done is kept, and a command "
+       "such as ingest goes on with the rest)")
+
 def call(url: str, secret: str, operation: str, arguments: dict[str, Any], *,
          starting: Callable[[], bool] = lambda: False, timeout: float = 3600) -> Iterator[dict]:
     """The operation's events, as the server streams them. `starting`: whether the server still
@@ -35,7 +38,7 @@ def call(url: str, secret: str, operation: str, arguments: dict[str, Any], *,
     if response.status != 200:
         raise ServerError(_refusal(response), 3 if response.status in (401, 503) else 1)
     try:
-        for line in response:
+        for line in _lines(response):
             if not line.strip():
                 continue
             event = json.loads(line)
@@ -43,9 +46,19 @@ def call(url: str, secret: str, operation: str, arguments: dict[str, Any], *,
             # result may hold an "error" field too (a sync's report, often None), which is no failure.
             if "exit" in event and "error" in event:
                 raise ServerError(event["error"], int(event["exit"]))
+            if event == {"end": True}:
+                return
             yield event
+        raise ServerError(CUT, 3)  # neither its end nor an error: the server stopped in the middle
     finally:
         response.close()
+
+
+def _lines(response: http.client.HTTPResponse) -> Iterator[bytes]:
+    try:
+        yield from response
+    except (http.client.HTTPException, OSError):
+        raise ServerError(CUT, 3) from None
 
 
 def _post(url: str, secret: str, operation: str, arguments: dict[str, Any], starting: Callable[[], bool],

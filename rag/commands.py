@@ -14,8 +14,14 @@ import threading
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Generator, Iterator, TypeVar
 
+from rag.errors import Unavailable
+from rag.shutdown import STOPPING
+
 if TYPE_CHECKING:
     from rag.service import KnowledgeService
+
+INGEST_STOPPED = ("the server stopped before the ingest ended; run the command again: the files already stored "
+                  "are kept, and it goes on with the rest")
 
 Events = Iterator[dict[str, Any]]
 Progress = Callable[[str, int, int], None]
@@ -75,7 +81,12 @@ def token_revoke(svc: "KnowledgeService", token_id: str) -> Events:
 def ingest(svc: "KnowledgeService", path: str, workspace: str, kb: str, progress: Progress | None = None) -> Events:
     """The report, after `{"progress"}` events when a server runs it (see `_working`)."""
     principal = _principal(svc, workspace)
-    report = yield from _working(progress, lambda step, emit: svc.ingest_directory(principal, Path(path), kb, step))
+    # Run by a server (no `progress` here): it ends between files once the server is told to stop.
+    stop = STOPPING if progress is None else None
+    report = yield from _working(progress, lambda step, emit: svc.ingest_directory(principal, Path(path), kb, step,
+                                                                                    stop))
+    if not report.complete:
+        raise Unavailable(INGEST_STOPPED)
     yield {"summary": report.summary(), "failed": report.failed, "skipped": report.skipped,
            "warnings": report.warnings}
 

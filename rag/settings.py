@@ -355,6 +355,17 @@ class HttpSettings(BaseModel):
         description="Connections the kernel queues before the server accepts them (they hold no file of the "
         "process until accepted).",
     )
+    shutdown_seconds: float = Field(
+        20.0, ge=0, le=3600,
+        description="On SIGTERM the server stops accepting, ends event streams with a last event, and waits this "
+        "long for the requests in progress before it closes them and exits (keep it below the orchestrator's "
+        "grace period: Kubernetes' 30 s, docker/compose.yaml's stop_grace_period).",
+    )
+    ping_seconds: float = Field(
+        15.0, gt=0, le=3600,
+        description="An event stream with nothing to send for this long gets a comment line (`: ping`), so that "
+        "proxies and clients do not take it for a dead connection.",
+    )
 
 
 class SourceSettings(BaseModel):

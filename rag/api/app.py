@@ -37,6 +37,7 @@ from rag.api.routes import (
     activity, chat, health, knowledge, local, metrics, nodes, review, sources, tokens, uploads, versions,
 )
 from rag.service import KnowledgeService
+from rag.shutdown import STOPPING
 from rag.settings import LOCAL_EMBED_MODEL, Settings
 
 log = logging.getLogger("rag.api")
@@ -135,7 +136,7 @@ def stop_parsing_on_signals(app: FastAPI) -> None:
     """`rag serve`: SIGTERM and SIGINT also kill the parse workers, at once, before uvicorn waits for
     the requests in progress to end: an upload waiting on a parse then fails (503) instead of
     holding the shutdown for as long as the parse takes (issue 27). /readyz answers 503 from then
-    on. Chained in front of the handlers uvicorn installed before the lifespan started, from the
+    on, and event streams end with a last event saying the server stops (rag/api/sse.py). Chained in front of the handlers uvicorn installed before the lifespan started, from the
     loop's (main) thread."""
     for signum in (signal.SIGTERM, signal.SIGINT):
         previous = signal.getsignal(signum)
@@ -144,6 +145,7 @@ def stop_parsing_on_signals(app: FastAPI) -> None:
 
         def handler(number: int, frame: Any, previous: Callable[..., Any] = previous) -> None:
             app.state.stopping = True
+            STOPPING.set()  # event streams end with a last event (rag/api/sse.py)
             # A thread: the handler interrupts the main thread, which may hold the pool's lock.
             threading.Thread(target=stop_parsing, name="rag-stop-parsing", daemon=True).start()
             previous(number, frame)

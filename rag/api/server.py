@@ -109,7 +109,8 @@ def uvicorn_options(http: HttpSettings) -> tuple[dict[str, Any], Limits]:
     global _limits
     raise_open_files()
     _limits = Limits.from_settings(http)
-    options = {"http": BoundedHttpProtocol, "timeout_keep_alive": _limits.keep_alive, "backlog": _limits.backlog}
+    options = {"http": BoundedHttpProtocol, "timeout_keep_alive": _limits.keep_alive, "backlog": _limits.backlog,
+               "timeout_graceful_shutdown": http.shutdown_seconds}
     return options, _limits
 
 

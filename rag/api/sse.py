@@ -1,18 +1,38 @@
-"""Server-Sent Events: the framing, and the guard that turns a failure in the middle of a stream
-into one last event instead of a cut connection (the headers and status are long gone by then)."""
+"""Server-Sent Events: the framing, the guard that turns a failure in the middle of a stream into
+one last event instead of a cut connection (the headers and status are long gone by then), and the
+pump that sends a stream's events (`live`):
+
+- its events are made on a thread (the service's calls block: the model, the embedder), one at a
+  time, and sent as they come;
+- while none comes for `HttpSettings.ping_seconds`, a comment line `: ping` keeps the connection
+  from looking dead to a proxy or a client;
+- a client that goes away stops the work done for it: the events' iterator is closed as soon as
+  the event being made is there, which closes the model's stream (rag/models/llm.py), so no model
+  call goes on for a closed stream;
+- once the server is stopping (SIGTERM, `STOPPING`), the stream ends with a last event saying so
+  (503 `unavailable`, "the server is stopping"), and its iterator is closed the same way."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from typing import Any, Callable, Iterator
+import threading
+from typing import Any, AsyncIterator, Callable, Iterator
+
+import anyio.to_thread
 
 from fastapi.responses import StreamingResponse
 
 from rag.api.errors import UNEXPECTED, error_payload, rag_error_payload
 from rag.errors import RagError
+from rag.shutdown import STOPPING
 
 log = logging.getLogger("rag.api")
+
+STOPPED = "the server is stopping; ask again in a moment"
+_END = object()
+_STOP_CHECK_SECONDS = 0.25
 
 EVENT_STREAM = "text/event-stream"
 # No proxy buffering and no caching: each event must reach the client as it is made.
@@ -52,10 +72,76 @@ def guarded(events: Iterator[str], on_error: Callable[[dict[str, Any]], str]) ->
         yield on_error(error_payload(500, UNEXPECTED, "error"))
 
 
-def event_stream(events: Iterator[str]) -> StreamingResponse:
-    """A sync iterator: Starlette pulls each event in its threadpool, so the service's blocking
-    calls (the model, the embedder) never block the event loop."""
-    return StreamingResponse(events, media_type=EVENT_STREAM, headers=_HEADERS)
+class _Pull:
+    """One event at a time from a blocking iterator, on whatever thread asks; `close` (any thread)
+    waits for an event being made, then closes the iterator: a generator cannot be closed while it
+    runs."""
+
+    def __init__(self, events: Iterator[str]) -> None:
+        self.events = events
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def next(self) -> Any:
+        with self.lock:
+            return _END if self.closed else next(self.events, _END)
+
+    def close(self) -> None:
+        with self.lock:
+            if not self.closed:
+                self.closed = True
+                close = getattr(self.events, "close", None)
+                if callable(close):
+                    close()
+
+    def close_soon(self) -> None:
+        """Close from a thread of its own, so that neither the event loop nor the caller waits."""
+        threading.Thread(target=self._close_quietly, name="rag-stream-close", daemon=True).start()
+
+    def _close_quietly(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - the stream is gone; what closing it raised is only logged
+            log.warning("closing an abandoned stream failed", exc_info=True)
+
+
+async def live(events: Iterator[str], on_error: Callable[[dict[str, Any]], str],
+               ping_seconds: float) -> AsyncIterator[str]:
+    """The events of `guarded(events, on_error)` as they come, with pings while none does, ended by
+    a last event when the server stops, and closed when the client goes away (see above)."""
+    pull = _Pull(guarded(events, on_error))
+    waiting: asyncio.Future | None = None
+    try:
+        while True:
+            if waiting is None:
+                waiting = asyncio.ensure_future(anyio.to_thread.run_sync(pull.next))
+            quiet = 0.0
+            while not waiting.done():
+                if STOPPING.is_set():
+                    yield on_error(error_payload(503, STOPPED, "unavailable"))
+                    return
+                done, _ = await asyncio.wait({waiting}, timeout=_STOP_CHECK_SECONDS)
+                if not done:
+                    quiet += _STOP_CHECK_SECONDS
+                    if quiet >= ping_seconds:
+                        quiet = 0.0
+                        yield ": ping\n\n"
+            event, waiting = waiting.result(), None
+            if event is _END:
+                pull.closed = True  # run to its end: nothing to close
+                return
+            yield event
+    finally:  # the end, a disconnect (cancelled) or the stop: what is being made is let go
+        if waiting is not None or not pull.closed:
+            pull.close_soon()
+
+
+def event_stream(events: Iterator[str], on_error: Callable[[dict[str, Any]], str], ping_seconds: float,
+                 headers: dict[str, str] | None = None) -> StreamingResponse:
+    """The response of an event stream: `live` (a blocking iterator's events, made on threads so
+    they never block the event loop)."""
+    return StreamingResponse(live(events, on_error, ping_seconds), media_type=EVENT_STREAM,
+                             headers=headers or _HEADERS)
 
 
 def wants_stream(flag: bool, accept: str | None) -> bool:

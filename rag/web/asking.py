@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from fastapi import APIRouter, Form, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from rag.api.errors import status_of
-from rag.api.sse import guarded, sse
+from rag.api.sse import event_stream, sse
 from rag.errors import RagError
 from rag.service.identity.sessions import SIGNED_OUT
 from rag.synthesize import declines
@@ -69,8 +69,8 @@ async def ask_stream(request: Request) -> Response:
     events = await anyio.to_thread.run_sync(start)
     if isinstance(events, JSONResponse):
         return events
-    return StreamingResponse(guarded(_stream(events), lambda error: sse(error, "error")),
-                             media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+    ping = request.app.state.service.settings.http.ping_seconds
+    return event_stream(_stream(events), lambda error: sse(error, "error"), ping, headers={"Cache-Control": "no-store"})
 
 
 def _stream(events: Iterator[AnswerEvent]) -> Iterator[str]:

@@ -26,7 +26,7 @@ from rag.settings import LLMSettings, Settings
 from rag.synthesize.types import ABSTENTION, Answer, AnswerEvent
 
 from ..support.api_support import LEAVE_QUESTION, live_api, sse_events
-from ..support.llm_server import Cut, LLMServer, Recorded, Slow, Status, Stream, Text
+from ..support.llm_server import Cut, Drip, LLMServer, Recorded, Slow, Status, Stream, Text
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*ReadOnly. qualifier:UserWarning")
 
@@ -403,6 +403,30 @@ def test_api_stream_cut_mid_answer_ends_with_an_error_event(api, server):
     assert "".join(received).startswith("Employees earn")
     assert failed.value.message == "the language model stopped in the middle of the answer"
     assert len(server.requests) == 2
+
+
+def test_api_stream_is_pinged_while_the_model_thinks(api, server, monkeypatch: pytest.MonkeyPatch):
+    """A model slow to start (2 s) behind a proxy that closes quiet connections: comment lines keep
+    the stream alive, and the answer follows whole."""
+    monkeypatch.setattr(api.svc.settings.http, "ping_seconds", 0.5)
+    server.script(Slow(2.0, Stream(pieces(REPLY))))
+    with api.client("viewer") as http, http.stream("POST", "/v1/ask", json={"query": LEAVE_QUESTION, "stream": True}) as response:
+        lines = [line for line in response.iter_lines() if line]
+    first_event = next(i for i, line in enumerate(lines) if line.startswith("event:"))
+    assert lines[:first_event].count(": ping") >= 2 and lines[first_event] == "event: delta"
+    assert lines[-2] == "event: done" and ": ping" not in lines[first_event:]
+
+
+def test_api_a_client_that_goes_away_stops_the_model_call(api, server):
+    """The client reads one delta and leaves: the model's stream is closed at its next delta (the
+    model server sees its connection closed), not read to its end for nobody."""
+    server.script(Drip(["word "] * 200, every=0.05))
+    with api.client("viewer") as http, http.stream("POST", "/v1/ask", json={"query": LEAVE_QUESTION, "stream": True}) as response:
+        for line in response.iter_lines():
+            if line.startswith("event: delta"):
+                break
+    (sent,) = server.wait_abandoned(1, timeout=15)
+    assert sent < 100  # 200 deltas take 10 s; the stream was let go within a few of the client
 
 
 def test_api_a_model_that_declines(api, server):

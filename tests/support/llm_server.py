@@ -14,7 +14,10 @@ instead of sleeping. The replies:
 - ``Slow(seconds, then)``: waits before answering ``then``, so the client's timeout fires first;
   the wait ends at once when the server stops;
 - ``Cut(deltas)``: a stream that sends its deltas, then closes the connection without the
-  terminating chunk or ``[DONE]``, as a dropped connection does.
+  terminating chunk or ``[DONE]``, as a dropped connection does;
+- ``Drip(deltas, every)``: a stream that waits `every` seconds before each delta, as a slow model
+  does; when the client closes the connection first, the deltas sent until then are noted in
+  ``abandoned`` (a test waits for that instead of sleeping).
 
 Streams use chunked transfer encoding, so a cut is a broken body to the client, not a short one.
 Every response closes its connection: no handler thread outlives its request.
@@ -62,7 +65,13 @@ class Cut:
     deltas: Sequence[str]
 
 
-Reply = Union[Text, Stream, Status, Slow, Cut]
+@dataclass(frozen=True)
+class Drip:
+    deltas: Sequence[str]
+    every: float
+
+
+Reply = Union[Text, Stream, Status, Slow, Cut, Drip]
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream(body, reply.deltas, reply.finish_reason)
         elif isinstance(reply, Cut):
             self._stream(body, reply.deltas, None)
+        elif isinstance(reply, Drip):
+            sent: list[str] = []
+            try:
+                self._stream(body, reply.deltas, "stop", every=reply.every, sent=sent)
+            except (BrokenPipeError, ConnectionResetError):
+                self.server.owner._abandon(len(sent))
         else:  # pragma: no cover - a test wrote a wrong script
             raise TypeError(f"not a reply: {reply!r}")
 
@@ -166,8 +181,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         self.wfile.flush()
 
-    def _stream(self, body: dict[str, Any], deltas: Sequence[str], finish_reason: str | None) -> None:
-        """SSE in chunked encoding; `finish_reason` None: cut the connection after the deltas."""
+    def _stream(self, body: dict[str, Any], deltas: Sequence[str], finish_reason: str | None,
+                every: float = 0.0, sent: list[str] | None = None) -> None:
+        """SSE in chunked encoding; `finish_reason` None: cut the connection after the deltas;
+        `every`: seconds to wait before each delta (each one sent is added to `sent`)."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -182,7 +199,11 @@ class _Handler(BaseHTTPRequestHandler):
 
         chunk({"role": "assistant", "content": ""})
         for text in deltas:
+            if every and self.server.owner.stopping.wait(every):
+                return
             chunk({"content": text})
+            if sent is not None:
+                sent.append(text)
         if finish_reason is None:
             return  # the cut: no last chunk, no [DONE], no terminating chunk; the connection closes
         chunk({}, finish_reason)
@@ -215,6 +236,7 @@ class LLMServer:
         self._shared: deque[Reply] = deque()
         self._by_model: dict[str, deque[Reply]] = {}
         self._requests: list[Recorded] = []
+        self.abandoned: list[int] = []  # per Drip stream the client closed: the deltas it had been sent
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="llm-server", daemon=True)
 
@@ -246,11 +268,24 @@ class LLMServer:
             self._shared.clear()
             self._by_model.clear()
             self._requests.clear()
+            self.abandoned.clear()
 
     @property
     def requests(self) -> list[Recorded]:
         with self._lock:
             return list(self._requests)
+
+    def _abandon(self, sent: int) -> None:
+        with self._lock:
+            self.abandoned.append(sent)
+            self._lock.notify_all()
+
+    def wait_abandoned(self, n: int, timeout: float = 10.0) -> list[int]:
+        """The deltas sent on each abandoned Drip, once `n` were abandoned (AssertionError after `timeout`)."""
+        with self._lock:
+            assert self._lock.wait_for(lambda: len(self.abandoned) >= n, timeout), \
+                f"{len(self.abandoned)} of {n} streams were abandoned"
+            return list(self.abandoned)
 
     def count(self) -> int:
         with self._lock:

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from rag.api.auth import Caller, Service
 from rag.api.errors import ERROR_RESPONSES, ModelNotFound
 from rag.api.openai_schemas import ChatCompletion, ChatCompletionRequest, ChatMessage, ModelCard, ModelList
-from rag.api.sse import event_stream, guarded, json_data, ref, sse, stream_doc
+from rag.api.sse import event_stream, json_data, ref, sse, stream_doc
 from rag.errors import InvalidArgument, NotFound
 from rag.render import answer_response, source_payload, sources_text
 from rag.service import KnowledgeService, Principal
@@ -137,7 +137,7 @@ def chat_completions(body: ChatCompletionRequest, svc: Service, principal: Calle
     if body.stream_options and body.stream_options.include_usage:
         usage = partial(token_usage, svc.settings.llm_model, body.messages)
     head = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": body.model}
-    return event_stream(guarded(_chunks(events, head, chars, usage), sse))
+    return event_stream(_chunks(events, head, chars, usage), sse, svc.settings.http.ping_seconds)
 
 
 def _chunks(events: Iterator[AnswerEvent], head: dict[str, Any], chars: int,

@@ -13,7 +13,7 @@ from rag.api.auth import Caller, Service
 from rag.api.compute import compute
 from rag.api.errors import ERROR_RESPONSES
 from rag.api.schemas import AskRequest, AskResponse, SearchRequest, SearchResponse
-from rag.api.sse import event_stream, guarded, json_data, ref, sse, stream_doc, wants_stream
+from rag.api.sse import event_stream, json_data, ref, sse, stream_doc, wants_stream
 from rag.render import answer_response, search_response, source_payload
 from rag.service.arguments import SEARCH
 from rag.synthesize.types import AnswerEvent
@@ -75,7 +75,7 @@ async def ask(
         return await run_in_threadpool(answer)  # a model's answer mostly waits on the network
     # Bad input raises here, before the first event, and gets an ordinary error response.
     events = await run_in_threadpool(lambda: svc.ask_stream(principal, body.query, kb_name=kb, history=history))
-    return event_stream(guarded(_ask_events(events, chars), lambda error: sse(error, "error")))
+    return event_stream(_ask_events(events, chars), lambda error: sse(error, "error"), svc.settings.http.ping_seconds)
 
 
 def _ask_events(events: Iterator[AnswerEvent], excerpt_chars: int) -> Iterator[str]:

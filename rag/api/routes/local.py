@@ -3,8 +3,9 @@ the embedded store, so `rag search`, `rag ask`, `rag token …` and `rag ingest`
 
 Only the secret that `rag serve` wrote in RAG_HOME (mode 0600: the owner of RAG_HOME alone can read
 it) opens this door; an API token never does, and without the secret nothing is run. The answer is
-JSON lines: the operation's events, or a last `{"error", "exit"}` line with the message and exit
-code the CLI would have given. Not in the OpenAPI schema: it is the CLI's, not a public API.
+JSON lines: the operation's events then `{"end": true}`, or a last `{"error", "exit"}` line with
+the message and exit code the CLI would have given (a stream that ends with neither was cut: the
+server stopped in the middle, and the CLI says so). Not in the OpenAPI schema: it is the CLI's, not a public API.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ def _lines(events: Iterator[dict[str, Any]]) -> Iterator[str]:
     try:
         for event in events:
             yield json.dumps(event, ensure_ascii=False) + "\n"
+        yield json.dumps({"end": True}) + "\n"
     except RagError as exc:
         yield json.dumps({"error": exc.message, "exit": exit_code(exc)}) + "\n"
     except Exception as exc:  # noqa: BLE001 - the caller gets a sentence, the log the traceback

@@ -13,6 +13,7 @@ longer be read, leaves the knowledge base.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
@@ -82,9 +83,10 @@ class Ingest:
         self.engine = engine
 
     def ingest_directory(self, principal: Principal, path: str | os.PathLike, kb_name: str | None = None,
-                         progress: IngestProgress | None = None) -> IngestReport:
+                         progress: IngestProgress | None = None, stop: threading.Event | None = None) -> IngestReport:
         """`rag ingest PATH`, into the default knowledge base unless one is named: directories become
-        folders, files of a format ingestion reads become documents."""
+        folders, files of a format ingestion reads become documents. `stop`: once set, the ingest
+        ends after the file at hand (its report then says it is not complete)."""
         started = time.perf_counter()
         try:
             connector = FolderConnector(FolderConfig(path=os.fspath(path)), SyncContext(source_name="", workspace=""))
@@ -93,7 +95,7 @@ class Ingest:
         self.access.require_write(principal)
         kb = self.catalog.knowledge_base(principal, kb_name or self.settings.default_kb, create=True)
         connector.kb_name = kb.name
-        report = self._run(kb, connector, str(connector.root), progress)
+        report = self._run(kb, connector, str(connector.root), progress, stop)
         report.seconds = time.perf_counter() - started
         self.activity.record(principal, "ingest", kb.name, "ok" if not report.failed else "partial", report.summary())
         return report
@@ -111,12 +113,13 @@ class Ingest:
         return report
 
     def _run(self, kb: KnowledgeBase, connector: Connector, root_key: str,
-             progress: IngestProgress | None) -> IngestReport:
+             progress: IngestProgress | None, stop: threading.Event | None = None) -> IngestReport:
         target = Target(kb=kb, folder=(), root_key=root_key, provider=connector.provider,
                         id_prefix=f"{connector.provider}:{kb.workspace_id}:{kb.name}:", vanished="remove", moves=False)
         step = progress or _noop
         # `rag ingest` reports reading and indexing, as it always has: its listing is the walk itself.
-        report = self.engine.run(target, connector, lambda stage, done, total: stage != "listing" and step(stage, done, total))
+        report = self.engine.run(target, connector, lambda stage, done, total: stage != "listing" and step(stage, done, total),
+                                 stop)
         if report.error is not None:
             raise InvalidArgument(report.error)
         return report

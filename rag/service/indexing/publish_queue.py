@@ -11,6 +11,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Callable
 
+from rag.shutdown import STOPPING
 from rag.service.indexing.publish import Publisher
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,14 @@ class PublishQueue:
         return not not_done
 
     def close(self) -> None:
+        """Finish the queued publishes; when the server is stopping (SIGTERM), only the one under
+        way: the others stay `publishing` in the store, and the next start publishes them
+        (`Publisher.resume`), so a long queue never holds a shutdown past its bound."""
         with self._lock:
             pool, self._pool = self._pool, None
+            queued = len(self._futures)
         if pool is not None:
-            pool.shutdown(wait=True)
+            stopping = STOPPING.is_set()
+            if stopping and queued > 1:
+                log.info("stopping: %d queued publishes are left to the next start", queued - 1)
+            pool.shutdown(wait=True, cancel_futures=stopping)
