@@ -26,7 +26,7 @@ import pytest
 import yaml
 from sqlalchemy.engine import make_url
 
-from rag.settings import LOCAL_EMBED_MODEL, Settings
+from rag.settings import LOCAL_EMBED_MODEL, HttpSettings, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker" / "compose.yaml"
@@ -36,8 +36,8 @@ DOCKERFILE = ROOT / "docker" / "Dockerfile"
 _INTERPOLATION = re.compile(r"\$\$|\$\{(\w+)(?:(:-|:\?)([^}]*))?\}")
 # The one variable the file requires (no default password), as a user sets it.
 REQUIRED = {"POSTGRES_PASSWORD": "a-password-of-the-tests"}
-# The shortest shutdown grace of `rag serve` (issue 31: requests in progress get 20 s to finish).
-SHUTDOWN_GRACE_SECONDS = 20
+# How long `rag serve` waits for the requests in progress after SIGTERM (RAG_HTTP__SHUTDOWN_SECONDS).
+SHUTDOWN_GRACE_SECONDS = HttpSettings.model_fields["shutdown_seconds"].default
 
 
 def _interpolate(match: re.Match, variables: dict[str, str]) -> str:
@@ -152,6 +152,7 @@ def _seconds(duration: str) -> float:
 
 def test_rag_has_longer_to_stop_than_its_shutdown_grace(compose):
     """Docker sends SIGKILL 10 s after SIGTERM unless told otherwise: less than rag's 20 s grace."""
+    assert "RAG_HTTP__SHUTDOWN_SECONDS" not in compose["services"]["rag"]["environment"]
     assert _seconds(compose["services"]["rag"]["stop_grace_period"]) > SHUTDOWN_GRACE_SECONDS
 
 

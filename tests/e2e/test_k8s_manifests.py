@@ -249,7 +249,8 @@ def test_the_grace_period_outlasts_the_server_s_shutdown(base):
         assert sleep[0] == "sleep", sleep
         pause = int(sleep[1])
     # Kubernetes counts the preStop pause inside the grace period, then sends SIGTERM.
-    assert pod["spec"]["terminationGracePeriodSeconds"] > pause + SHUTDOWN_GRACE_SECONDS
+    shutdown = float(_environment(base).get("RAG_HTTP__SHUTDOWN_SECONDS", SHUTDOWN_GRACE_SECONDS))
+    assert pod["spec"]["terminationGracePeriodSeconds"] > pause + shutdown
 
 
 def _secret_mounts(objects: list[dict]) -> dict[str, str]:
