@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+# Quotas off (RAG_QUOTA__*): a benchmark drives all its clients with one token, and measures speed,
+# not quotas (`python -m benchmarks.load --phases quota` measures those).
+NO_QUOTAS = {f"RAG_QUOTA__{kind}_PER_MINUTE": "0" for kind in ("SEARCH", "ASK", "UPLOAD", "WRITE")}
+
 
 def write_json(result: object, dest: str | None) -> None:
     """`--json PATH`: write the result there; '-' prints it to standard output."""

@@ -40,7 +40,7 @@ from typing import Any, Callable
 import httpx
 import yaml
 
-from benchmarks import write_json
+from benchmarks import NO_QUOTAS, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 HANDBOOK = Path(os.environ.get("RAG_SHARED_DIR", REPO.parent / "shared")) / "datasets" / "handbook_18f" / "pages"
@@ -67,7 +67,7 @@ class Served:
     """`rag serve` on a fresh home holding the handbook, until the block ends."""
 
     def __init__(self, home: Path, ingest: bool = True, **env: str) -> None:
-        self.env = {**os.environ, "RAG_HOME": str(home), **env}
+        self.env = {**os.environ, "RAG_HOME": str(home), **NO_QUOTAS, **env}
         self.ingest = ingest
         self.env.setdefault("RAG_EMBED_CACHE", str(REPO / ".cache" / "embeddings.sqlite"))
         self.port = free_port()

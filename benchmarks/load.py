@@ -16,8 +16,15 @@ holding the 18F handbook (embeddings from the shared cache) and a few documents 
    publish (target: p95 <= 1 s), beside the same clients' search before it, and how long the
    publish took.
 
+3. **quota** (a deployment of its own, with `RAG_QUOTA__SEARCH_PER_MINUTE=--quota-rate`; the other
+   phases run without quotas, as one token drives all their clients): a quiet token searches at a
+   steady pace (4 a second, under its quota) for `--quota-seconds`, alone, then again while a noisy
+   token's `--noisy-clients` threads search as fast as they can, ignoring every 429. The noisy
+   token's answers by status, and the quiet token's p50 / p95 idle and under the noise (target:
+   p95 under noise <= 1.5x idle).
+
     python -m benchmarks.load [--only embedded|scale-out] [--duration 60] [--clients 32]
-                              [--phases mix,large] [--large-lines 100000] [--json out.json]
+                              [--phases mix,large,uploads,quota] [--large-lines 100000] [--json out.json]
 
 Loops are bounded in time and count; servers listen on 127.0.0.1 only and are stopped at the end.
 """
@@ -41,7 +48,7 @@ from typing import Any, Callable, Iterator
 
 import httpx
 
-from benchmarks import write_json
+from benchmarks import NO_QUOTAS, write_json
 from benchmarks.fixture100k import EMBED_CACHE
 from benchmarks.http_latency import HANDBOOK, questions, summary
 from benchmarks.scale_out import Serve, rag
@@ -105,11 +112,14 @@ def handbook_tree(root: Path, pages: int | None) -> Path:
 
 
 @contextmanager
-def deployment(name: str, root: Path, workers: int, pages: int | None) -> Iterator[Serve]:
-    """A fresh home with the handbook and a `rag serve` on it; the servers it needs, stopped after."""
+def deployment(name: str, root: Path, workers: int, pages: int | None,
+               quotas: dict[str, str] | None = None) -> Iterator[Serve]:
+    """A fresh home with the handbook and a `rag serve` on it; the servers it needs, stopped after.
+    Without `quotas` (RAG_QUOTA__* values), none: one token drives all the clients of a phase."""
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env = {k: v for k, v in env.items() if not k.startswith("RAG_")}
     env |= {"RAG_HOME": str(root / "home"), "RAG_EMBED_CACHE": str(EMBED_CACHE)}
+    env |= quotas if quotas is not None else NO_QUOTAS
     with ExitStack() as stack:
         if name == "scale-out":
             from tests.support.chromaserver import start_chroma, stop_chroma
@@ -402,6 +412,88 @@ def run_uploads(served: Serve, uploads: int, tokens: int, readers: int) -> dict[
     }
 
 
+QUIET_EVERY_S = 0.25  # the quiet token's pace: 240 searches a minute
+
+
+def run_quota(served: Serve, seconds: float, noisy_clients: int, rate: int) -> dict[str, Any]:
+    """The quota phase (see the module's docstring)."""
+    queries = questions()
+    noisy_token = rag(served.env, "token", "create", "--workspace", "default", "--role", "viewer",
+                      "--name", "noisy").strip()
+
+    def quiet_searches(stop: threading.Event) -> tuple[list[float], Counter]:
+        times: list[float] = []
+        statuses: Counter = Counter()
+        with served.client() as client:
+            for n in range(MAX_CALLS_PER_CLIENT):
+                if stop.is_set():
+                    break
+                began = time.perf_counter()
+                counted(threading.Lock(), times, statuses,
+                        lambda: client.post("/v1/search", json={"query": queries[n % len(queries)], "limit": 10}))
+                time.sleep(max(0.0, QUIET_EVERY_S - (time.perf_counter() - began)))
+        return times, statuses
+
+    def for_seconds(work: Callable[[threading.Event], Any]) -> Any:
+        stop = threading.Event()
+        timer = threading.Timer(seconds, stop.set)
+        timer.start()
+        try:
+            return work(stop)
+        finally:
+            timer.cancel()
+
+    idle_times, idle_statuses = for_seconds(quiet_searches)
+    noisy_statuses: Counter = Counter()
+    lock = threading.Lock()
+    noise_stop = threading.Event()
+
+    def noise(i: int) -> None:
+        with httpx.Client(base_url=served.url, timeout=120, headers={"Authorization": f"Bearer {noisy_token}"}) as client:
+            for n in range(MAX_CALLS_PER_CLIENT):
+                if noise_stop.is_set():
+                    return
+                try:
+                    status = client.post("/v1/search", json={"query": queries[(i + n) % len(queries)],
+                                                              "limit": 10}).status_code
+                except httpx.HTTPError as exc:
+                    status = type(exc).__name__
+                with lock:
+                    noisy_statuses[str(status)] += 1
+
+    noisy = [threading.Thread(target=noise, args=(i,)) for i in range(noisy_clients)]
+    for thread in noisy:
+        thread.start()
+    time.sleep(2)  # the noise under way before the quiet token measures
+    load_before = load_average()
+    loaded_times, loaded_statuses = for_seconds(quiet_searches)
+    noise_stop.set()
+    for thread in noisy:
+        thread.join(120)
+    idle, loaded = summary(idle_times), summary(loaded_times)
+    return {
+        "rate_per_minute": rate, "seconds": seconds, "noisy_clients": noisy_clients, "load_during": load_before,
+        "idle": idle | {"statuses": {str(k): v for k, v in idle_statuses.items()}},
+        "loaded": loaded | {"statuses": {str(k): v for k, v in loaded_statuses.items()}},
+        "p95_ratio": round(loaded["p95_ms"] / idle["p95_ms"], 2),
+        "noisy": dict(sorted(noisy_statuses.items())),
+    }
+
+
+def print_quota(label: str, r: dict[str, Any]) -> None:
+    print(f"\n{label}: quota {r['rate_per_minute']} searches a minute per token; a quiet token searching 4 a second "
+          f"for {r['seconds']:g} s alone, then beside a noisy token's {r['noisy_clients']} clients on "
+          f"{os.cpu_count()} CPUs (load average {r['load_during']})\n")
+    print("| quiet token | n | p50 ms | p95 ms | answers |")
+    print("| --- | ---: | ---: | ---: | --- |")
+    for name in ("idle", "loaded"):
+        q = r[name]
+        print(f"| {'alone' if name == 'idle' else 'beside the noisy token'} | {q['n']} | {q['p50_ms']} | {q['p95_ms']} | "
+              f"{q['statuses']} |")
+    print(f"\np95 beside the noise / alone: **{r['p95_ratio']}x** (target <= 1.5x); the noisy token's answers: "
+          f"{r['noisy']}", flush=True)
+
+
 def print_uploads(label: str, r: dict[str, Any]) -> None:
     reads, sent = r["reads"], r["upload_s"]
     print(f"\n{label}: {r['uploads']} hostile uploads by {r['tokens']} agent tokens, {r['readers']} readers, "
@@ -446,7 +538,10 @@ def print_large(label: str, r: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=("embedded", "scale-out"), default=None)
-    parser.add_argument("--phases", default="mix,large,uploads", help="Comma-separated: mix, large, uploads.")
+    parser.add_argument("--phases", default="mix,large,uploads,quota", help="Comma-separated: mix, large, uploads, quota.")
+    parser.add_argument("--quota-rate", type=int, default=600, help="Searches a minute per token (quota phase).")
+    parser.add_argument("--quota-seconds", type=float, default=30.0, help="Seconds the quiet token measures, twice.")
+    parser.add_argument("--noisy-clients", type=int, default=8, help="The noisy token's clients (quota phase).")
     parser.add_argument("--duration", type=float, default=60.0, help="Seconds of the mix.")
     parser.add_argument("--clients", type=int, default=32, help="Clients of the mix.")
     parser.add_argument("--workers", type=int, default=2, help="rag serve workers on the scale-out deployment.")
@@ -465,18 +560,30 @@ def main() -> None:
         if args.only not in (None, name):
             continue
         label = "embedded, 1 process" if name == "embedded" else f"PostgreSQL + Chroma server, {args.workers} workers"
-        with tempfile.TemporaryDirectory(prefix="rag-load-") as tmp, deployment(name, Path(tmp), args.workers, args.pages) as served:
-            report[name] = {}
-            if "mix" in phases:
-                report[name]["mix"] = run_mix(served, args.clients, args.duration)
-                print_mix(label, report[name]["mix"])
-            if "large" in phases:
-                report[name]["large"] = run_large(served, args.large_lines, args.large_clients, args.large_baseline)
-                print_large(label, report[name]["large"])
-            if "uploads" in phases:
-                report[name]["uploads"] = run_uploads(served, args.uploads, args.upload_tokens, args.upload_readers)
-                print_uploads(label, report[name]["uploads"])
+        report[name] = {}
+        if phases - {"quota"}:
+            run_phases(name, label, phases, args, report[name])
+        if "quota" in phases:
+            quotas = {"RAG_QUOTA__SEARCH_PER_MINUTE": str(args.quota_rate)}
+            with tempfile.TemporaryDirectory(prefix="rag-load-") as tmp, \
+                    deployment(name, Path(tmp), args.workers, args.pages, quotas) as served:
+                report[name]["quota"] = run_quota(served, args.quota_seconds, args.noisy_clients, args.quota_rate)
+                print_quota(label, report[name]["quota"])
     write_json(report, args.json)
+
+
+def run_phases(name: str, label: str, phases: set[str], args: argparse.Namespace, report: dict[str, Any]) -> None:
+    """The phases that share one deployment without quotas: mix, large, uploads."""
+    with tempfile.TemporaryDirectory(prefix="rag-load-") as tmp, deployment(name, Path(tmp), args.workers, args.pages) as served:
+        if "mix" in phases:
+            report["mix"] = run_mix(served, args.clients, args.duration)
+            print_mix(label, report["mix"])
+        if "large" in phases:
+            report["large"] = run_large(served, args.large_lines, args.large_clients, args.large_baseline)
+            print_large(label, report["large"])
+        if "uploads" in phases:
+            report["uploads"] = run_uploads(served, args.uploads, args.upload_tokens, args.upload_readers)
+            print_uploads(label, report["uploads"])
 
 
 if __name__ == "__main__":

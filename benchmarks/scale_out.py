@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks import write_json
+from benchmarks import NO_QUOTAS, write_json
 from benchmarks.fixture100k import BENCH_CACHE, EMBED_CACHE
 from benchmarks.http_latency import ask, free_port, search, summary, throughput
 from benchmarks.search_latency import load_queries
@@ -172,6 +172,7 @@ def main() -> None:
     base = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "RAG_EMBED_CACHE": str(EMBED_CACHE)}
     base = {k: v for k, v in base.items() if not (k.startswith("RAG_") and k not in ("RAG_EMBED_CACHE",))}
+    base |= NO_QUOTAS  # one token drives every client
     expected = chunk_count(f"sqlite:///{FIXTURE / 'rag.db'}")
     report: dict = {"chunks": expected, "clients": args.clients, "duration_s": args.duration, "queries": len(queries)}
 

@@ -297,6 +297,23 @@ def _header_list(value: Any) -> Any:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
+class QuotaSettings(BaseModel):
+    """Calls per minute per token, and per principal across its tokens (rag/service/quotas.py);
+    0: unlimited. Over a rate: 429 `rate_limited` with Retry-After (over MCP, the tool's error)."""
+
+    search_per_minute: int = Field(1200, ge=0, le=1_000_000, description="Searches (HTTP and MCP).")
+    ask_per_minute: int = Field(240, ge=0, le=1_000_000,
+                                description="Answers: /v1/ask, /v1/chat/completions, the MCP ask tool, the editor.")
+    upload_per_minute: int = Field(60, ge=0, le=1_000_000, description="Files uploaded (POST /v1/uploads).")
+    write_per_minute: int = Field(1200, ge=0, le=1_000_000,
+                                  description="Changes of content: drafts, publishes, moves, deletes, ingests.")
+    burst_seconds: float = Field(30.0, gt=0, le=3600,
+                                 description="How many seconds' worth of a rate may come at once, before the rate holds.")
+    streams_per_token: int = Field(
+        8, ge=0, le=10_000, description="Answers one token may stream at once (per server process; 0: unlimited); "
+        "one more is refused with 429 `too_many_streams`.")
+
+
 class TelemetrySettings(BaseModel):
     """Metrics and traces (rag/telemetry.py)."""
 
@@ -458,6 +475,7 @@ class Settings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    quota: QuotaSettings = Field(default_factory=QuotaSettings)
     retrieve: RetrieveSettings = Field(default_factory=RetrieveSettings)
     sources: SourceSettings = Field(default_factory=SourceSettings)
     source_secrets: dict[str, SecretStr] = Field(

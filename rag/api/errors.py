@@ -160,7 +160,7 @@ async def _on_rag_error(request: Request, exc: Exception) -> JSONResponse:
     status = status_of(exc)
     if status >= 500:
         log.warning("%s %s: %s", request.method, request.url.path, exc.message)
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else getattr(exc, "headers", None)  # Retry-After
     return JSONResponse(rag_error_payload(exc), status_code=status, headers=headers)
 
 

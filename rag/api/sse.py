@@ -106,7 +106,7 @@ class _Pull:
 
 
 async def live(events: Iterator[str], on_error: Callable[[dict[str, Any]], str],
-               ping_seconds: float) -> AsyncIterator[str]:
+               ping_seconds: float, on_end: Callable[[], None] | None = None) -> AsyncIterator[str]:
     """The events of `guarded(events, on_error)` as they come, with pings while none does, ended by
     a last event when the server stops, and closed when the client goes away (see above)."""
     pull = _Pull(guarded(events, on_error))
@@ -134,13 +134,15 @@ async def live(events: Iterator[str], on_error: Callable[[dict[str, Any]], str],
     finally:  # the end, a disconnect (cancelled) or the stop: what is being made is let go
         if waiting is not None or not pull.closed:
             pull.close_soon()
+        if on_end is not None:
+            on_end()
 
 
 def event_stream(events: Iterator[str], on_error: Callable[[dict[str, Any]], str], ping_seconds: float,
-                 headers: dict[str, str] | None = None) -> StreamingResponse:
+                 headers: dict[str, str] | None = None, on_end: Callable[[], None] | None = None) -> StreamingResponse:
     """The response of an event stream: `live` (a blocking iterator's events, made on threads so
-    they never block the event loop)."""
-    return StreamingResponse(live(events, on_error, ping_seconds), media_type=EVENT_STREAM,
+    they never block the event loop); `on_end` runs once it ended, however it did."""
+    return StreamingResponse(live(events, on_error, ping_seconds, on_end), media_type=EVENT_STREAM,
                              headers=headers or _HEADERS)
 
 

@@ -15,9 +15,10 @@ from datetime import timezone
 from functools import partial
 from typing import Any, Callable, Iterator
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from rag.api.concurrency import stream_slot
 from rag.api.auth import Caller, Service
 from rag.api.errors import ERROR_RESPONSES, ModelNotFound
 from rag.api.openai_schemas import ChatCompletion, ChatCompletionRequest, ChatMessage, ModelCard, ModelList
@@ -116,7 +117,8 @@ def _ask(call: Any, *args: Any, **kwargs: Any) -> Any:
     "/chat/completions", response_model=ChatCompletion, summary="OpenAI-compatible chat completion",
     responses={200: stream_doc(_CHAT_EVENT, _STREAM_DOC)},
 )
-def chat_completions(body: ChatCompletionRequest, svc: Service, principal: Caller) -> JSONResponse | StreamingResponse:
+def chat_completions(request: Request, body: ChatCompletionRequest, svc: Service,
+                     principal: Caller) -> JSONResponse | StreamingResponse:
     """A cited answer to the last user message, from the knowledge base `model` names."""
     kb = _knowledge_base(svc, principal, body.model)
     question, history = conversation(body.messages)
@@ -132,12 +134,17 @@ def chat_completions(body: ChatCompletionRequest, svc: Service, principal: Calle
             "usage": token_usage(svc.settings.llm_model, body.messages, text), "system_fingerprint": None,
             "sources": payload["sources"],
         })
-    events = _ask(svc.ask_stream, principal, question, kb_name=kb.name, history=history)
+    release = stream_slot(request, principal, svc.settings.quota.streams_per_token)
+    try:
+        events = _ask(svc.ask_stream, principal, question, kb_name=kb.name, history=history)
+    except BaseException:
+        release()
+        raise
     usage = None
     if body.stream_options and body.stream_options.include_usage:
         usage = partial(token_usage, svc.settings.llm_model, body.messages)
     head = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": body.model}
-    return event_stream(_chunks(events, head, chars, usage), sse, svc.settings.http.ping_seconds)
+    return event_stream(_chunks(events, head, chars, usage), sse, svc.settings.http.ping_seconds, on_end=release)
 
 
 def _chunks(events: Iterator[AnswerEvent], head: dict[str, Any], chars: int,

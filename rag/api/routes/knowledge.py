@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Iterator
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from rag.api.concurrency import stream_slot
 from rag.api.auth import Caller, Service
 from rag.api.compute import compute
 from rag.api.errors import ERROR_RESPONSES
@@ -58,7 +59,8 @@ async def search(body: SearchRequest, svc: Service, principal: Caller) -> JSONRe
     responses={200: stream_doc(_ASK_EVENT, _SSE_DOC)},
 )
 async def ask(
-    body: AskRequest, svc: Service, principal: Caller, accept: Annotated[str | None, Header()] = None
+    request: Request, body: AskRequest, svc: Service, principal: Caller,
+    accept: Annotated[str | None, Header()] = None,
 ) -> JSONResponse | StreamingResponse:
     """An answer from the published documents that cites them as [n], with its sources in citation order.
     When nothing relevant is found, the answer says so and cites nothing."""
@@ -73,9 +75,15 @@ async def ask(
         if svc.chat_model is None:  # the extractive answer computes: on the compute threads
             return await compute(svc.settings.search_threads, answer)
         return await run_in_threadpool(answer)  # a model's answer mostly waits on the network
-    # Bad input raises here, before the first event, and gets an ordinary error response.
-    events = await run_in_threadpool(lambda: svc.ask_stream(principal, body.query, kb_name=kb, history=history))
-    return event_stream(_ask_events(events, chars), lambda error: sse(error, "error"), svc.settings.http.ping_seconds)
+    # Bad input (or one stream too many) raises here, before the first event: an ordinary error response.
+    release = stream_slot(request, principal, svc.settings.quota.streams_per_token)
+    try:
+        events = await run_in_threadpool(lambda: svc.ask_stream(principal, body.query, kb_name=kb, history=history))
+    except BaseException:
+        release()
+        raise
+    return event_stream(_ask_events(events, chars), lambda error: sse(error, "error"), svc.settings.http.ping_seconds,
+                        on_end=release)
 
 
 def _ask_events(events: Iterator[AnswerEvent], excerpt_chars: int) -> Iterator[str]:

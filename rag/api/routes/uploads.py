@@ -89,6 +89,11 @@ def upload_limiter(request: Request, settings: Settings) -> KeyedLimiter:
     return limiter
 
 
+def upload_quota(svc: Service, principal: Caller) -> None:
+    """One upload counted against the caller's rate (429 `rate_limited` over it), before its body is read."""
+    svc.access.take(principal, "upload")
+
+
 @dataclass
 class UploadForm:
     file: UploadFile
@@ -125,11 +130,13 @@ async def read_upload_form(request: Request) -> UploadForm:
              openapi_extra={"requestBody": {"required": True,
                                             "content": {"multipart/form-data": {"schema": _FORM_SCHEMA}}}},
              responses={429: {"model": ErrorBody, "description": "This token already has as many uploads in "
-                                                                 "progress as it may (`too_many_uploads`)."}})
+                                                                 "progress as it may (`too_many_uploads`), or made "
+                                                                 "more than its rate allows (`rate_limited`)."}})
 async def upload_document(
     request: Request,
     svc: Service,
     principal: Caller,  # before the form: an unknown caller is refused before the body is read
+    _quota: Annotated[None, Depends(upload_quota)],  # and a caller over its rate too (rag/service/quotas.py)
     form: Annotated[UploadForm, Depends(read_upload_form)],
 ) -> JSONResponse:
     """Version 1 is the file's text as Markdown, a draft unless `publish` is true; the file itself

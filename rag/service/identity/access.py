@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
+from rag.service.quotas import MemoryCounts, Quotas, StoreCounts
 from rag.errors import InvalidArgument, NotFound, PermissionDenied
 from rag.retrieve.types import Hit, Scope
 from rag.service.checks import id_arg, lookup_name_arg, name_key
@@ -40,6 +41,13 @@ class Access:
     def __init__(self, db: Database, settings: Settings) -> None:
         self.db = db
         self.settings = settings
+        counts = MemoryCounts() if db.dialect == "sqlite" else StoreCounts(db)
+        self.quotas = Quotas(settings.quota, counts)
+
+    def take(self, principal: Principal, kind: str) -> None:
+        """Count a call of `kind` (search, ask, upload, write) against the caller's quotas, or raise
+        RateLimited (rag/service/quotas.py)."""
+        self.quotas.take(principal, kind)
 
     # ----- roles and scopes -----
 
@@ -85,6 +93,7 @@ class Access:
         if principal.access not in (ACCESS_ALL, ACCESS_FOLDERS):
             raise PermissionDenied(NO_ACCESS)
         self.require_write(principal)
+        self.take(principal, "write")
 
     # ----- knowledge bases -----
 

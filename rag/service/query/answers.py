@@ -39,6 +39,7 @@ class Answers:
         try:
             check_query(query)
             messages = validate_history(history)
+            self.access.take(principal, "ask")
             scope = self.access.scope(principal, kb_name)
             question = self.engines.retriever.query(standalone_question(query, messages, self.engines.chat_model))
             hits = self.access.shown_hits(

@@ -69,6 +69,7 @@ class KnowledgeBaseSearches:
             if query is None or (isinstance(query, str) and not query.strip()):
                 raise InvalidArgument(QUERY_REQUIRED)
             query = check_query(query)
+            self.access.take(principal, "search")
             acting = principal.in_workspace(self._pick_workspace(principal, workspace_id))
             self.access.reader(acting)  # no knowledge-base access fails, as every node tool does
             k = int_arg(top_k, "top_k", 1, TOP_K_MAX, default=TOP_K_DEFAULT)

@@ -54,6 +54,7 @@ class Search:
         check_query(query)
         if limit < 1:
             raise InvalidArgument("`limit` must be at least 1")
+        self.access.take(principal, "search")
         retriever = self.engines.retriever
         chosen = None if lanes is None else tuple(lanes)
         question = retriever.start(query, chosen, search=True)  # the model runs while the scope is read

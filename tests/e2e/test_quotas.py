@@ -1,0 +1,100 @@
+"""Quotas per token (rag/service/quotas.py) over a real socket and over MCP, the cap on streams at
+once, and counts shared by two services on one PostgreSQL store (as `rag serve --workers 2` and
+replicas share them)."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from rag.service import KnowledgeService, Principal
+from rag.settings import Settings
+
+from ..support.api_support import LiveServer
+from ..support.mcp_support import http_session, run
+
+ADMIN = Principal.local_admin("default")
+QUESTION = "How many days of annual leave does a new starter get?"
+
+
+def store(home, **settings) -> KnowledgeService:
+    svc = KnowledgeService(Settings(home=home, **settings))
+    svc.ensure_workspace("default")
+    return svc
+
+
+def test_a_noisy_token_is_refused_with_retry_after_and_another_is_not(tmp_path) -> None:
+    # 60 a minute with a 5 s burst: 5 at once, then one a second.
+    with store(tmp_path / "home", quota={"search_per_minute": 60, "burst_seconds": 5}) as svc, LiveServer(svc) as server:
+        noisy, _ = svc.create_token("default", "viewer", [], "all")
+        quiet, _ = svc.create_token("default", "viewer", [], "all")
+
+        def search(token: str) -> httpx.Response:
+            return httpx.post(f"{server.url}/v1/search", json={"query": QUESTION},
+                              headers={"Authorization": f"Bearer {token}"}, timeout=60)
+
+        answers = [search(noisy) for _ in range(8)]
+        statuses = [a.status_code for a in answers]
+        assert statuses[:5] == [200] * 5 and 429 in statuses[5:]
+        refused = next(a for a in answers if a.status_code == 429)
+        error = refused.json()["error"]
+        assert (error["code"], error["type"]) == ("rate_limited", "rate_limit_error")
+        assert error["message"].startswith("this token made more searches than its quota allows (60 a minute)")
+        assert 1 <= int(refused.headers["retry-after"]) <= 2 and QUESTION not in refused.text
+        assert search(quiet).status_code == 200  # another token is not held back
+        time.sleep(int(refused.headers["retry-after"]))  # the wait it was told: then it may again
+        assert search(noisy).status_code == 200
+        # Over MCP: the tool's error, with the same words.
+        for _ in range(6):
+            message = run(mcp_search, f"{server.url}/mcp", noisy)
+            if message is not None:
+                break
+        assert message is not None and "more searches than its quota allows" in message
+
+
+async def mcp_search(url: str, secret: str) -> str | None:
+    async with http_session(url, secret) as session:
+        result = await session.call("search_knowledge", {"query": QUESTION})
+        return result.content[0].text if result.is_error else None
+
+
+def test_a_token_streams_at_most_its_cap_at_once(tmp_path) -> None:
+    with store(tmp_path / "home", quota={"streams_per_token": 1}) as svc, LiveServer(svc) as server:
+        kb = svc.knowledge_base(ADMIN, "default")
+        doc = svc.create_document(ADMIN, kb.root_id, "Leave", "# Leave\n\nA new starter gets 25 days of annual leave.\n")
+        svc.publish_version(ADMIN, doc.node_id, 1)
+        svc.wait_for_publishing(120)
+        token, _ = svc.create_token("default", "viewer", [], "all")
+        other, _ = svc.create_token("default", "viewer", [], "all")
+        headers = {"Authorization": f"Bearer {token}"}
+        body = {"query": QUESTION, "stream": True}
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            with client.stream("POST", "/v1/ask", json=body, headers=headers) as first:
+                assert first.status_code == 200
+                second = client.post("/v1/ask", json=body, headers=headers)  # while the first is open
+                assert second.status_code == 429 and second.json()["error"]["code"] == "too_many_streams"
+                assert client.post("/v1/ask", json=body, headers={"Authorization": f"Bearer {other}"}).status_code == 200
+                list(first.iter_lines())
+            deadline = time.monotonic() + 10  # the first's slot is given back as its stream ends
+            while (again := client.post("/v1/ask", json=body, headers=headers)).status_code == 429:
+                assert time.monotonic() < deadline, "the stream's slot was not given back"
+                time.sleep(0.05)
+            assert again.status_code == 200
+
+
+def test_two_services_on_one_postgresql_store_share_the_counts(postgres, chroma_server, tmp_path) -> None:
+    shared = {"database_url": postgres.new_database(), "chroma_url": chroma_server,
+              "quota": {"search_per_minute": 60, "burst_seconds": 4}}  # 4 at once across both
+    with store(tmp_path / "a", **shared) as first:
+        token, _ = first.create_token("default", "viewer", [], "all")
+        with store(tmp_path / "b", **shared) as second:
+            principal = first.authenticate(token)
+            outcomes = []
+            for n in range(6):
+                try:
+                    (first if n % 2 == 0 else second).search(principal, QUESTION)
+                    outcomes.append("ok")
+                except Exception as exc:  # noqa: BLE001 - the refusal is what is counted
+                    outcomes.append(getattr(exc, "code", repr(exc)))
+    assert outcomes[:4] == ["ok"] * 4 and outcomes[4:] == ["rate_limited"] * 2
