@@ -7,7 +7,8 @@ from pathlib import Path
 
 # Quotas off (RAG_QUOTA__*): a benchmark drives all its clients with one token, and measures speed,
 # not quotas (`python -m benchmarks.load --phases quota` measures those).
-NO_QUOTAS = {f"RAG_QUOTA__{kind}_PER_MINUTE": "0" for kind in ("SEARCH", "ASK", "UPLOAD", "WRITE")}
+NO_QUOTAS = {f"RAG_QUOTA__{kind}_PER_MINUTE": "0" for kind in ("SEARCH", "ASK", "UPLOAD", "WRITE")} | {
+    "RAG_QUOTA__STREAMS_PER_TOKEN": "0"}
 
 
 def write_json(result: object, dest: str | None) -> None:

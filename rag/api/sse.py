@@ -113,19 +113,23 @@ async def live(events: Iterator[str], on_error: Callable[[dict[str, Any]], str],
     waiting: asyncio.Future | None = None
     try:
         while True:
+            if STOPPING.is_set():  # checked before each event too: a model that streams fast never waits
+                yield on_error(error_payload(503, STOPPED, "unavailable"))
+                return
             if waiting is None:
                 waiting = asyncio.ensure_future(anyio.to_thread.run_sync(pull.next))
             quiet = 0.0
             while not waiting.done():
                 if STOPPING.is_set():
-                    yield on_error(error_payload(503, STOPPED, "unavailable"))
-                    return
+                    break
                 done, _ = await asyncio.wait({waiting}, timeout=_STOP_CHECK_SECONDS)
                 if not done:
                     quiet += _STOP_CHECK_SECONDS
                     if quiet >= ping_seconds:
                         quiet = 0.0
                         yield ": ping\n\n"
+            if not waiting.done():
+                continue  # stopping: said at the top of the loop
             event, waiting = waiting.result(), None
             if event is _END:
                 pull.closed = True  # run to its end: nothing to close

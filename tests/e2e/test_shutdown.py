@@ -60,7 +60,7 @@ def test_sigterm_ends_16_streams_with_a_last_event_and_exits_within_the_bound(tm
         token, _ = svc.create_token("default", "viewer", [], "all")
     llm.script(*[Drip(["word "] * 2000, every=0.05)] * CLIENTS)  # 100 s each, if read to the end
     server, url = serve(home, RAG_LLM_MODEL="openai/main-model", RAG_LLM__API_BASE=f"{llm.url}/v1",
-                        RAG_LLM__API_KEY="sk-test")
+                        RAG_LLM__API_KEY="sk-test", RAG_QUOTA__STREAMS_PER_TOKEN=str(CLIENTS))  # one token streams all
     started = [threading.Event() for _ in range(CLIENTS)]
     outcomes: list[dict] = [{} for _ in range(CLIENTS)]
 
