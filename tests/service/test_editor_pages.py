@@ -143,8 +143,9 @@ def test_a_folder_scoped_person_meets_not_found_outside_and_revocation_ends_the_
 def test_the_api_mcp_docs_and_health_are_where_they_were(world: World) -> None:
     client = client_for(world, None)
     paths = client.get("/openapi.json").json()["paths"]
-    assert not [path for path in paths if not path.startswith(("/v1", "/healthz"))]
+    assert not [path for path in paths if not path.startswith(("/v1", "/healthz", "/livez", "/readyz"))]
     assert client.get("/docs").status_code == 200 and client.get("/healthz").status_code in (200, 503)
+    assert client.get("/livez").status_code == 200 and client.get("/readyz").status_code in (200, 503)
     assert client.get("/v1/roots").status_code == 401
     assert client.get("/static/editor.js").headers["content-type"].startswith(("text/javascript", "application/javascript"))
 
