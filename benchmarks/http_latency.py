@@ -16,7 +16,8 @@ handbook is ingested once and copied to two homes, served at once by two `rag se
 RAG_TELEMETRY__ENABLED=true (traces made but not exported: no OTLP endpoint) and one with false.
 Each round (default 10) runs every question on both, in alternating order, one client; the
 figure is the median over rounds of the paired difference of the two p50s, with its 95% bootstrap
-interval.
+interval. `--telemetry off,off` runs the same with both off: the design's own asymmetry and noise
+(two servers, two homes), against which the cost is read.
 
     python -m benchmarks.http_latency --telemetry on,off [--rounds 10]
 """
@@ -201,27 +202,30 @@ def bootstrap_median(values: list[float], resamples: int = 10_000) -> tuple[floa
     return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
 
 
-def telemetry_cost(rounds: int, json_path: str | None) -> None:
-    """`--telemetry on,off`: see the module's docstring."""
+def telemetry_cost(rounds: int, json_path: str | None, first: str = "on") -> None:
+    """`--telemetry on,off`: see the module's docstring. The two homes swap roles half way (both
+    servers restarted), so that what differs between them (which home is the copy, which process
+    started first) falls on both sides and cancels out of the paired differences."""
     queries = questions()
     root = Path(tempfile.mkdtemp(prefix="rag-telemetry-bench-"))
+    pairs: list[tuple[float, float]] = []
     try:
-        rag({**os.environ, "RAG_HOME": str(root / "on"), "RAG_EMBED_CACHE": os.environ.get(
+        rag({**os.environ, "RAG_HOME": str(root / "a"), "RAG_EMBED_CACHE": os.environ.get(
             "RAG_EMBED_CACHE", str(REPO / ".cache" / "embeddings.sqlite"))}, "ingest", str(HANDBOOK), "--json")
-        shutil.copytree(root / "on", root / "off")
-        with Served(root / "on", ingest=False, RAG_TELEMETRY__ENABLED="true") as on, \
-                Served(root / "off", ingest=False, RAG_TELEMETRY__ENABLED="false") as off, \
-                on.client() as on_client, off.client() as off_client:
-            for client in (on_client, off_client):
-                for query in queries[:10]:
-                    search(client, query)
-            pairs = []
-            for i in range(rounds):
-                order = [(on_client, "on"), (off_client, "off")][:: 1 if i % 2 == 0 else -1]
-                measured = {name: p50_ms(client, queries) for client, name in order}
-                pairs.append((measured["on"], measured["off"]))
-                print(f"round {i + 1}: p50 on {measured['on']:.1f} ms, off {measured['off']:.1f} ms", flush=True)
-            metrics = httpx.get(f"{on.url}/metrics").text
+        shutil.copytree(root / "a", root / "b")
+        for half, (on_home, off_home) in enumerate(((root / "a", root / "b"), (root / "b", root / "a"))):
+            with Served(on_home, ingest=False, RAG_TELEMETRY__ENABLED=str(first == "on").lower()) as on, \
+                    Served(off_home, ingest=False, RAG_TELEMETRY__ENABLED="false") as off, \
+                    on.client() as on_client, off.client() as off_client:
+                for client in (on_client, off_client):
+                    for query in queries[:10]:
+                        search(client, query)
+                for i in range(half * (rounds // 2), rounds // 2 + half * (rounds - rounds // 2)):
+                    order = [(on_client, "on"), (off_client, "off")][:: 1 if i % 2 == 0 else -1]
+                    measured = {name: p50_ms(client, queries) for client, name in order}
+                    pairs.append((measured["on"], measured["off"]))
+                    print(f"round {i + 1}: p50 on {measured['on']:.1f} ms, off {measured['off']:.1f} ms", flush=True)
+                metrics = httpx.get(f"{on.url}/metrics").text
     finally:
         shutil.rmtree(root, ignore_errors=True)
     differences = [100 * (a - b) / b for a, b in pairs]
@@ -244,12 +248,12 @@ def main() -> None:
                         help="Passes over the questions for latency (default 2; 10 with --telemetry).")
     parser.add_argument("--duration", type=float, default=20.0, help="Seconds of load per endpoint.")
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--telemetry", default=None, choices=["on,off"],
+    parser.add_argument("--telemetry", default=None, choices=["on,off", "off,off"],
                         help="Measure what metrics and traces cost a search instead (see above).")
     parser.add_argument("--json", default=None, help="Write the result here ('-': standard output).")
     args = parser.parse_args()
     if args.telemetry:
-        telemetry_cost(args.rounds or 10, args.json)
+        telemetry_cost(args.rounds or 10, args.json, args.telemetry.split(",")[0])
         return
     args.rounds = args.rounds or 2
 

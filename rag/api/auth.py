@@ -7,12 +7,14 @@ a token existed. The principal's dependency reads the store on the compute threa
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from rag.api.compute import compute
+from rag.api.compute import caller, compute
+from rag.api.refusals import refusals
 from rag.errors import Unauthenticated, Unavailable
 from rag.logs import set_principal
 from rag.service import KnowledgeService, Principal
@@ -40,6 +42,9 @@ async def get_principal(
         raise Unauthenticated(ONE_AUTHORIZATION)
     if credentials is None:
         raise Unauthenticated(TOKEN_REQUIRED)
+    await refusals(request).check(request)  # refused for its rate here a moment ago: held, then again
+    # Its calls take their turns on the compute threads as this caller's (rag/api/compute.py).
+    caller.set(hashlib.sha256(credentials.credentials.encode("utf-8", "replace")).hexdigest())
     svc = get_service(request)
     # A few milliseconds of the store's work, on the compute threads with the searches it precedes.
     principal = await compute(svc.settings.search_threads, lambda: svc.authenticate(credentials.credentials))

@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rag import telemetry
+from rag.service.quotas import RateLimited
 from rag.errors import (
     STORAGE_FULL,
     AlreadyExists,
@@ -160,6 +161,10 @@ async def _on_rag_error(request: Request, exc: Exception) -> JSONResponse:
     status = status_of(exc)
     if status >= 500:
         log.warning("%s %s: %s", request.method, request.url.path, exc.message)
+    if isinstance(exc, RateLimited) and not getattr(exc, "held", False):  # its next calls here: refused at no cost
+        from rag.api.refusals import refusals
+
+        refusals(request).note(request, exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else getattr(exc, "headers", None)  # Retry-After
     return JSONResponse(rag_error_payload(exc), status_code=status, headers=headers)
 
