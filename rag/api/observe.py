@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -43,16 +44,22 @@ class Observe:
                 status = message["status"]
             await send(message)
 
-        with telemetry.tracer.start_as_current_span(f"{method}", kind=SpanKind.SERVER) as span:
-            try:
+        span = telemetry.tracer.start_span(method, kind=SpanKind.SERVER) if telemetry.tracing else None
+        try:
+            if span is None:
                 await self.app(scope, receive, noting)
-            finally:
-                route = route_of(scope, status)
+            else:
+                with trace.use_span(span, end_on_exit=False):
+                    await self.app(scope, receive, noting)
+        finally:
+            route = route_of(scope, status)
+            if span is not None:
                 request = current.get() or {}
                 span.update_name(f"{method} {route}")
                 span.set_attributes({"http.request.method": method, "http.route": route,
                                      "http.response.status_code": status, "rag.request_id": request.get("id") or ""})
                 if status >= 500:
                     span.set_status(Status(StatusCode.ERROR))
-                telemetry.HTTP_REQUESTS.labels(method, route, str(status)).inc()
-                telemetry.HTTP_SECONDS.labels(method, route).observe(time.perf_counter() - started)
+                span.end()
+            telemetry.HTTP_REQUESTS.labels(method, route, str(status)).inc()
+            telemetry.HTTP_SECONDS.labels(method, route).observe(time.perf_counter() - started)

@@ -116,6 +116,7 @@ def spans(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     monkeypatch.setattr(telemetry, "tracer", provider.get_tracer("rag"))
+    monkeypatch.setattr(telemetry, "tracing", True)
     return exporter
 
 
