@@ -332,3 +332,29 @@ def test_docker_compose_refuses_to_start_without_a_database_password(tmp_path, p
     result = _compose_config(tmp_path, variables)
     assert result.returncode != 0, "Compose rendered the file without a database password"
     assert "set POSTGRES_PASSWORD in the shell or docker/.env" in result.stderr, result.stderr
+
+
+def _engine() -> bool:
+    docker = shutil.which("docker")
+    if docker is None:
+        return False
+    return subprocess.run([docker, "info"], capture_output=True, timeout=60).returncode == 0
+
+
+@pytest.mark.skipif(not _engine(), reason="no Docker engine answers here (`docker info`): the image is built where one does")
+def test_the_image_builds_runs_as_no_root_and_has_no_test_tools(tmp_path):
+    """Where an engine exists (not on this project's machine): the image builds from the
+    repository, `rag --help` runs in it as a user other than root, and none of the test tools is in it."""
+    tag = f"rag-build-check:{os.getpid()}"
+    built = subprocess.run(["docker", "build", "-f", str(DOCKERFILE), "-t", tag, str(ROOT)],
+                           capture_output=True, text=True, timeout=3600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    try:
+        ran = subprocess.run(["docker", "run", "--rm", "--entrypoint", "sh", tag, "-c",
+                              "id -u; rag --help >/dev/null; echo rag=$?; python -c 'import pytest' 2>&1; true"],
+                             capture_output=True, text=True, timeout=600)
+        uid, said, *rest = ran.stdout.splitlines()
+        assert ran.returncode == 0 and uid != "0" and said == "rag=0", ran.stdout + ran.stderr
+        assert "No module named 'pytest'" in "\n".join(rest)
+    finally:
+        subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True, timeout=300)
