@@ -16,9 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rag.service import KnowledgeService, Principal
+from rag.service import KnowledgeService
 from rag.settings import Settings
 
+from ..support.api_support import one_page_store
 from ..support.processes import free_port, wait_for_health
 
 QUERY = "How many days of annual leave?"
@@ -49,13 +50,7 @@ class Server:
 def store(tmp_path_factory) -> dict:
     home = tmp_path_factory.mktemp("logs") / "home"
     with KnowledgeService(Settings(home=home)) as svc:
-        svc.ensure_workspace("default")
-        kb = svc.knowledge_base(Principal.local_admin("default"), "default")
-        doc = svc.create_document(Principal.local_admin("default"), kb.root_id, "Leave",
-                                  "# Leave\n\nEveryone earns 25 days of annual leave a year.\n")
-        svc.publish_version(Principal.local_admin("default"), doc.node_id, 1)
-        svc.wait_for_publishing(120)
-        secret, _ = svc.create_token("default", "viewer", [], "all")
+        _, secret = one_page_store(svc)
         principal = svc.authenticate(secret).principal_id
     return {"home": home, "secret": secret, "principal": principal}
 

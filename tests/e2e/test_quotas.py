@@ -8,14 +8,13 @@ import time
 
 import httpx
 
-from rag.service import KnowledgeService, Principal
+from rag.service import KnowledgeService
 from rag.settings import Settings
 
-from ..support.api_support import LiveServer
+from ..support.api_support import STARTER_QUESTION, LiveServer, one_page_store
 from ..support.mcp_support import http_session, run
 
-ADMIN = Principal.local_admin("default")
-QUESTION = "How many days of annual leave does a new starter get?"
+QUESTION = STARTER_QUESTION
 
 
 def store(home, **settings) -> KnowledgeService:
@@ -68,11 +67,7 @@ async def mcp_search(url: str, secret: str) -> str | None:
 
 def test_a_token_streams_at_most_its_cap_at_once(tmp_path) -> None:
     with store(tmp_path / "home", quota={"streams_per_token": 1}) as svc, LiveServer(svc) as server:
-        kb = svc.knowledge_base(ADMIN, "default")
-        doc = svc.create_document(ADMIN, kb.root_id, "Leave", "# Leave\n\nA new starter gets 25 days of annual leave.\n")
-        svc.publish_version(ADMIN, doc.node_id, 1)
-        svc.wait_for_publishing(120)
-        token, _ = svc.create_token("default", "viewer", [], "all")
+        _, token = one_page_store(svc)
         other, _ = svc.create_token("default", "viewer", [], "all")
         headers = {"Authorization": f"Bearer {token}"}
         body = {"query": QUESTION, "stream": True}

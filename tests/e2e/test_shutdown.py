@@ -20,15 +20,14 @@ import pytest
 
 from rag.api.sse import STOPPED
 from rag.commands import INGEST_STOPPED
-from rag.service import KnowledgeService, Principal
+from rag.service import KnowledgeService
 from rag.settings import Settings
 
+from ..support.api_support import STARTER_QUESTION, one_page_store
 from ..support.llm_server import Drip, LLMServer
 from ..support.processes import free_port, wait_for_health
 
-ADMIN = Principal.local_admin("default")
-QUESTION = "How many days of annual leave does a new starter get?"
-PAGE = "# Leave policy\n\nA new starter gets 25 days of annual leave a year, and 3 days more after five years.\n"
+QUESTION = STARTER_QUESTION
 BOUND_S = 5
 CLIENTS = 16
 
@@ -52,12 +51,7 @@ def llm():
 def test_sigterm_ends_16_streams_with_a_last_event_and_exits_within_the_bound(tmp_path, llm: LLMServer) -> None:
     home = tmp_path / "home"
     with KnowledgeService(Settings(home=home)) as svc:
-        svc.ensure_workspace("default")
-        kb = svc.knowledge_base(ADMIN, "default")
-        doc = svc.create_document(ADMIN, kb.root_id, "Leave policy", PAGE)
-        svc.publish_version(ADMIN, doc.node_id, 1)
-        svc.wait_for_publishing(120)
-        token, _ = svc.create_token("default", "viewer", [], "all")
+        _, token = one_page_store(svc)
     llm.script(*[Drip(["word "] * 2000, every=0.05)] * CLIENTS)  # 100 s each, if read to the end
     server, url = serve(home, RAG_LLM_MODEL="openai/main-model", RAG_LLM__API_BASE=f"{llm.url}/v1",
                         RAG_LLM__API_KEY="sk-test", RAG_QUOTA__STREAMS_PER_TOKEN=str(CLIENTS))  # one token streams all

@@ -16,14 +16,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rag import telemetry
 from rag.api import create_app
-from rag.service import KnowledgeService, Principal
+from rag.service import KnowledgeService
 from rag.settings import Settings
 
-from ..support.api_support import LiveServer
+from ..support.api_support import STARTER_QUESTION, LiveServer, one_page_store
 
-ADMIN = Principal.local_admin("default")
-QUESTION = "How many days of annual leave does a new starter get?"
-PAGE = "# Leave policy\n\nA new starter gets 25 days of annual leave a year, and 3 days more after five years.\n"
+QUESTION = STARTER_QUESTION
 
 
 class World:
@@ -39,14 +37,9 @@ class World:
 def world(tmp_path_factory) -> Iterator[World]:
     home = tmp_path_factory.mktemp("telemetry") / "home"
     with KnowledgeService(Settings(home=home)) as svc:
-        svc.ensure_workspace("default")
-        kb = svc.knowledge_base(ADMIN, "default")
-        doc = svc.create_document(ADMIN, kb.root_id, "Leave policy", PAGE)
-        svc.publish_version(ADMIN, doc.node_id, 1)
-        svc.wait_for_publishing(120)
-        token, _ = svc.create_token("default", "viewer", [], "all")
+        node_id, token = one_page_store(svc)
         with LiveServer(svc) as server:
-            yield World(server.url, svc, token, doc.node_id)
+            yield World(server.url, svc, token, node_id)
 
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:

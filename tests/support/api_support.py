@@ -24,6 +24,19 @@ from rag.store.models import DocumentOriginal, Node
 from .paths import HANDBOOK, SMALL_SET
 
 LEAVE_QUESTION = "How much annual leave do I earn each pay period?"
+# One published page and a question it answers, for a test that needs an answer and not a corpus.
+LEAVE_PAGE = "# Leave policy\n\nA new starter gets 25 days of annual leave a year, and 3 days more after five years.\n"
+STARTER_QUESTION = "How many days of annual leave does a new starter get?"
+
+
+def one_page_store(svc: KnowledgeService) -> tuple[str, str]:
+    """The default workspace with LEAVE_PAGE published in it: (its node id, a viewer token's secret)."""
+    svc.ensure_workspace("default")
+    admin = Principal.local_admin("default")
+    doc = svc.create_document(admin, svc.knowledge_base(admin, "default").root_id, "Leave policy", LEAVE_PAGE)
+    svc.publish_version(admin, doc.node_id, 1)
+    assert svc.wait_for_publishing(120)
+    return doc.node_id, svc.create_token("default", "viewer", [], "all")[0]
 
 
 class LiveServer:
