@@ -9,8 +9,9 @@ import time
 import httpx
 
 from rag.service import KnowledgeService
-from rag.settings import Settings
+from rag.settings import LLMSettings, Settings
 
+from ..support.llm_server import LLMServer, Slow, Stream
 from ..support.api_support import STARTER_QUESTION, LiveServer, one_page_store
 from ..support.mcp_support import http_session, run
 
@@ -66,23 +67,33 @@ async def mcp_search(url: str, secret: str) -> str | None:
 
 
 def test_a_token_streams_at_most_its_cap_at_once(tmp_path) -> None:
-    with store(tmp_path / "home", quota={"streams_per_token": 1}) as svc, LiveServer(svc) as server:
-        _, token = one_page_store(svc)
-        other, _ = svc.create_token("default", "viewer", [], "all")
-        headers = {"Authorization": f"Bearer {token}"}
-        body = {"query": QUESTION, "stream": True}
-        with httpx.Client(base_url=server.url, timeout=60) as client:
-            with client.stream("POST", "/v1/ask", json=body, headers=headers) as first:
-                assert first.status_code == 200
-                second = client.post("/v1/ask", json=body, headers=headers)  # while the first is open
-                assert second.status_code == 429 and second.json()["error"]["code"] == "too_many_streams"
-                assert client.post("/v1/ask", json=body, headers={"Authorization": f"Bearer {other}"}).status_code == 200
-                list(first.iter_lines())
-            deadline = time.monotonic() + 10  # the first's slot is given back as its stream ends
-            while (again := client.post("/v1/ask", json=body, headers=headers)).status_code == 429:
-                assert time.monotonic() < deadline, "the stream's slot was not given back"
-                time.sleep(0.05)
-            assert again.status_code == 200
+    # The model answers the first stream slowly, so that stream is surely still open when the
+    # second request comes (an extractive answer can end before the second is sent).
+    with LLMServer() as llm:
+        model = {"llm_model": "openai/main-model", "llm": LLMSettings(
+            api_base=f"{llm.url}/v1", api_key="sk-test", max_attempts=1, timeout=30.0, deadline=30.0)}
+        with store(tmp_path / "home", quota={"streams_per_token": 1}, **model) as svc, LiveServer(svc) as server:
+            _, token = one_page_store(svc)
+            other, _ = svc.create_token("default", "viewer", [], "all")
+            headers = {"Authorization": f"Bearer {token}"}
+            body = {"query": QUESTION, "stream": True}
+            llm.script(Slow(4.0, Stream(["The first ", "stream's answer [1]."])))
+            with httpx.Client(base_url=server.url, timeout=60) as client:
+                with client.stream("POST", "/v1/ask", json=body, headers=headers) as first:
+                    assert first.status_code == 200
+                    llm.wait_for(1)  # the first stream holds its slot while the model thinks
+                    second = client.post("/v1/ask", json=body, headers=headers)
+                    assert second.status_code == 429 and second.json()["error"]["code"] == "too_many_streams"
+                    assert llm.count() == 1  # refused before any model call
+                    llm.script(Stream(["Another ", "token's answer [1]."]))
+                    assert client.post("/v1/ask", json=body, headers={"Authorization": f"Bearer {other}"}).status_code == 200
+                    assert any("stream's answer" in line for line in first.iter_lines())
+                llm.script(*[Stream(["Again [1]."])] * 200)
+                deadline = time.monotonic() + 10  # the first's slot is given back as its stream ends
+                while (again := client.post("/v1/ask", json=body, headers=headers)).status_code == 429:
+                    assert time.monotonic() < deadline, "the stream's slot was not given back"
+                    time.sleep(0.05)
+                assert again.status_code == 200
 
 
 def test_two_services_on_one_postgresql_store_share_the_counts(postgres, chroma_server, tmp_path) -> None:
