@@ -34,8 +34,15 @@ class ParsedDocument:
     body: str
     metadata: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    # A paged format's pages: (start, end, page) character spans of `body`, page 1-based; empty otherwise.
+    # Where each part of the body lies in the original: (start, end, n) character spans of `body`, n
+    # 1-based and numbering what `unit` says (a PDF's or a scan's page, a deck's slide, a workbook's
+    # sheet); empty for a format with no such parts. No chunk crosses a span's end.
     pages: list[tuple[int, int, int]] = field(default_factory=list)
+    unit: str = "page"  # "page" | "slide" | "sheet"
+    names: dict[int, str] = field(default_factory=dict)  # sheet: its number -> its name
+    # sheet: (start, end, row) spans of the body, one per record, row as the sheet numbers it
+    rows: list[tuple[int, int, int]] = field(default_factory=list)
+    ocr: list[int] = field(default_factory=list)  # the numbers of the pages read by OCR
 
 
 def humanize(stem: str) -> str:

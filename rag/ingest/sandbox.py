@@ -416,7 +416,8 @@ class ParsePool:
         kind = answer[0]
         if kind == "ok":
             fields = answer[1]
-            return ParsedDocument(**{**fields, "pages": [tuple(span) for span in fields["pages"]]})
+            spans = {key: [tuple(span) for span in fields[key]] for key in ("pages", "rows")}
+            return ParsedDocument(**{**fields, **spans})
         if kind == "complex":
             log.warning("parsing %s: %s (peak %.0f MiB)", filename, answer[2], answer[-1])
             raise FileTooComplex(answer[1], answer[2])
