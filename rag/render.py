@@ -1,9 +1,12 @@
 """Output shapes shared by the surfaces: search results and answers as JSON-ready dicts and as the
 text blocks of knowledge_search_and_ask.txt (search results kept under 50,000 characters).
 
-An excerpt of a paged original (a PDF) carries its 1-based page: `"page"` in the structured shapes
-(absent for every other source, like `source`), and in the text blocks a `page: N` line of its own
-after the document's lines, which stay exactly as the document gives them."""
+An excerpt of a paged original (a PDF, a scan) carries its 1-based page: `"page"` in the structured
+shapes (absent for every other source, like `source`), and in the text blocks a `page: N` line of its
+own after the document's lines, which stay exactly as the document gives them. A deck's excerpt
+carries `"slide"` (a `slide: N` line), a workbook's `"sheet"` and `"rows"` ([first, last]; a
+`sheet: NAME, rows A-B` line), and an excerpt of a page read by OCR `"ocr": true` (structured only)
+(rag/ingest/layout.py)."""
 
 from __future__ import annotations
 
@@ -33,17 +36,42 @@ def hit_payload(hit: Hit, excerpt_chars: int = 2000) -> dict[str, Any]:
         payload["source"] = hit.source
     if hit.page is not None:  # only a paged original's excerpt has a page
         payload["page"] = hit.page
+    payload.update(locator_fields(hit))
     if hit.url:  # a source's document: where its original lives (never a line of the text block)
         payload["url"] = hit.url
     return payload
 
 
+def locator_fields(hit: Hit) -> dict[str, Any]:
+    """What an excerpt names beyond its page, as the structured shapes carry it (slide; sheet, rows; ocr)."""
+    locator = hit.locator or {}
+    return {key: locator[key] for key in ("slide", "sheet", "rows", "ocr") if key in locator}
+
+
+def locator_line(fields: dict[str, Any]) -> str:
+    """The text blocks' line for an excerpt's page, slide or sheet ("" for none)."""
+    if "page" in fields:
+        return f"page: {fields['page']}\n"
+    if "slide" in fields:
+        return f"slide: {fields['slide']}\n"
+    if "sheet" in fields:
+        return f"sheet: {_sheet_words(fields)}\n"
+    return ""
+
+
+def _sheet_words(fields: dict[str, Any]) -> str:
+    rows = fields.get("rows")
+    if not rows:
+        return str(fields["sheet"])
+    first, last = rows
+    return f"{fields['sheet']}, row{'s' if first != last else ''} {first}{f'-{last}' if first != last else ''}"
+
+
 def hit_text(payload: dict[str, Any]) -> str:
     via = "+".join(payload["retrievers"])
-    page = f"page: {payload['page']}\n" if "page" in payload else ""
     return (
         f"### {payload['title']} (score: {payload['score']:.4f}, via {via})\n"
-        f"document_id: {payload['document_id']}\n{page}\n{payload['excerpt']}"
+        f"document_id: {payload['document_id']}\n{locator_line(payload)}\n{payload['excerpt']}"
     )
 
 
@@ -103,6 +131,7 @@ def source_payload(source: "Source", excerpt_chars: int = 2000) -> dict[str, Any
         payload["source"] = source.source
     if source.first.page is not None:  # the page of the first cited excerpt; each excerpt has its own
         payload["page"] = source.first.page
+    payload.update(locator_fields(source.first))  # its slide, or sheet and rows
     if source.first.url:
         payload["url"] = source.first.url
     payload["excerpt"] = source.first.excerpt(excerpt_chars)
@@ -121,6 +150,7 @@ def _excerpt(hit: Hit, excerpt_chars: int) -> dict[str, Any]:
     }
     if hit.page is not None:
         excerpt["page"] = hit.page
+    excerpt.update(locator_fields(hit))
     return excerpt
 
 
@@ -143,6 +173,12 @@ def sources_text(sources: "list[Source]") -> str:
         pages = source_pages(s)
         if pages:  # a line of its own under the source's, which stays as the document gives it
             lines.append(f"    page{'s' if len(pages) > 1 else ''}: {', '.join(map(str, pages))}")
+        slides = list(dict.fromkeys(hit.locator["slide"] for hit in s.hits if "slide" in (hit.locator or {})))
+        if slides:
+            lines.append(f"    slide{'s' if len(slides) > 1 else ''}: {', '.join(map(str, slides))}")
+        sheets = list(dict.fromkeys(_sheet_words(locator_fields(hit)) for hit in s.hits if "sheet" in (hit.locator or {})))
+        if sheets:
+            lines.append(f"    sheet{'s' if len(sheets) > 1 else ''}: {'; '.join(sheets)}")
     return "Sources:\n" + "\n".join(lines)
 
 

@@ -27,6 +27,12 @@ _PAGE = ("For a PDF: the 1-based physical page the excerpt lies on (its index in
          "number). Absent for every other source.")
 
 
+_SLIDE = "For a PowerPoint deck: the 1-based slide the excerpt lies on. Absent otherwise."
+_SHEET = "For a spreadsheet or CSV file: the sheet the excerpt lies on. Absent otherwise."
+_ROWS = "For a spreadsheet: [first, last], the sheet's own numbers of the rows the excerpt covers. Absent otherwise."
+_OCR = "true when the excerpt's page was read by OCR (a scan or an image). Absent otherwise."
+
+
 class SearchHit(BaseModel):
     source_id: str = Field(description="The knowledge id (provider:org:resource:item). Not a node id.")
     document_id: str = Field(description="The same value as source_id, kept for callers that already read it.")
@@ -36,6 +42,10 @@ class SearchHit(BaseModel):
     excerpt: str = Field(description="Up to 2,000 characters, then […truncated].")
     source: str | None = Field(None, description="Where it came from, in the connector's words; absent when none.")
     page: int | None = Field(None, ge=1, description=_PAGE)
+    slide: int | None = Field(None, ge=1, description=_SLIDE)
+    sheet: str | None = Field(None, description=_SHEET)
+    rows: list[int] | None = Field(None, min_length=2, max_length=2, description=_ROWS)
+    ocr: bool | None = Field(None, description=_OCR)
     url: str | None = Field(None, description=_URL)
 
 
@@ -53,6 +63,10 @@ class CitedExcerpt(BaseModel):
     char_end: int
     text: str
     page: int | None = Field(None, ge=1, description=_PAGE)
+    slide: int | None = Field(None, ge=1, description=_SLIDE)
+    sheet: str | None = Field(None, description=_SHEET)
+    rows: list[int] | None = Field(None, min_length=2, max_length=2, description=_ROWS)
+    ocr: bool | None = Field(None, description=_OCR)
 
 
 class AnswerSource(BaseModel):
@@ -62,6 +76,10 @@ class AnswerSource(BaseModel):
     score: float
     source: str | None = None
     page: int | None = Field(None, ge=1, description="For a PDF: the page of the first cited excerpt; absent otherwise.")
+    slide: int | None = Field(None, ge=1, description=_SLIDE)
+    sheet: str | None = Field(None, description=_SHEET)
+    rows: list[int] | None = Field(None, min_length=2, max_length=2, description=_ROWS)
+    ocr: bool | None = Field(None, description=_OCR)
     url: str | None = Field(None, description=_URL)
     excerpt: str
     excerpts: list[CitedExcerpt] = Field(description="Every cited excerpt of this document, where it sits in which version.")

@@ -4,9 +4,10 @@ Every chunk keeps its heading path and its character span in the version's body,
 can point at the exact text (``body[char_start:char_end] == chunk.text``). Heading paths are
 derived text: each heading is cleaned of markup (``clean_heading``), the chunk text is not.
 
-A body with pages (a PDF's: (start, end, page) spans, ``ParsedDocument.pages``) is cut at its page
-boundaries before anything else, and no chunk crosses one: each chunk lies on one page, which its
-citation names (``page_start`` = ``page_end``; both None for a body without pages).
+A body with a layout (a PDF's pages, a deck's slides, a workbook's sheets: (start, end, n) spans,
+rag/ingest/layout.py) is cut at its spans' ends before anything else, and no chunk crosses one: each
+chunk lies on one page, which its citation names (``page_start`` = ``page_end``; both None for a body
+without pages), or on one slide or sheet, which its `locator` names.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Sequence
+from typing import Any, Sequence
 
 
+from rag.ingest.layout import Layout
 from rag.synthesize.markup import clean_heading
 
 _HEADING = re.compile(r"\A(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
@@ -30,6 +32,8 @@ class ChunkSpec:
     char_end: int
     page_start: int | None = None
     page_end: int | None = None
+    # What the excerpt names beyond its page: a slide, a sheet and rows, OCR (rag/ingest/layout.py).
+    locator: dict[str, Any] | None = None
 
     def indexed_text(self, contextual: bool = True) -> str:
         """What the lanes see: the heading path as context, then the chunk's own text."""
@@ -133,19 +137,47 @@ class Chunker:
                 merged.append(pending)
         return merged
 
-    def chunk(self, body: str, pages: Sequence[Sequence[int]] | None = None) -> list[ChunkSpec]:
-        """The body's chunks; `pages` ((start, end, page) spans of the body) gives each its page."""
+    def _packed(self, body: str, section: _Section, records: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+        """A section of records as (start, stop) windows of whole records up to the chunk size; what
+        lies before the first record (its headings) opens the first window. A record over the size
+        alone is a window of its own (the lanes read its start)."""
+        windows: list[tuple[int, int]] = []
+        start, used = section.start, self.tokens(body[section.start:records[0][0]])
+        stop = records[0][0]
+        for record_start, record_end, _ in records:
+            size = self.tokens(body[record_start:record_end])
+            if stop > start and used + size > self.chunk_size and body[start:stop].strip():
+                windows.append((start, stop))
+                start, used = record_start, 0
+            stop, used = record_end, used + size
+        if body[start:section.end].strip():
+            windows.append((start, section.end))  # the last, with whatever follows the last record
+        return windows
+
+    def chunk(self, body: str, pages: "Layout | Sequence[Sequence[int]] | dict[str, Any] | None" = None) -> list[ChunkSpec]:
+        """The body's chunks. `pages`, the body's layout (a Layout, or as a version stores it: page
+        spans, or rag/ingest/layout.py's object), gives each chunk its page or other locator."""
+        layout = pages if isinstance(pages, Layout) or pages is None else Layout.load(pages)
         chunks: list[ChunkSpec] = []
         sections = self._sections(body)
-        if pages:
-            sections = _split_at_pages(sections, pages)
+        if layout is not None:
+            sections = _split_at_pages(sections, layout.spans)
+
+        def spec(start: int, stop: int, section: _Section) -> ChunkSpec:
+            page = section.page if layout is not None and layout.paged else None
+            locator = layout.locator(start, stop, section.page) if layout is not None else None
+            return ChunkSpec(body[start:stop], section.heading_path, start, stop, page, page, locator)
+
         for section in self._merged(body, sections):
             text = body[section.start:section.end]
             if not text.strip():
                 continue
             if self.tokens(text) <= self.chunk_size:
-                chunks.append(
-                    ChunkSpec(text, section.heading_path, section.start, section.end, section.page, section.page))
+                chunks.append(spec(section.start, section.end, section))
+                continue
+            records = layout.rows_within(section.start, section.end) if layout is not None else []
+            if records:  # a sheet's records: whole records to a chunk, none cut in two (when one fits)
+                chunks.extend(spec(start, stop, section) for start, stop in self._packed(body, section, records))
                 continue
             cursor = 0
             for piece in self._parsers[1].split_text(text):
@@ -155,7 +187,6 @@ class Chunker:
                 if offset < 0:
                     offset = cursor
                 end = min(len(text), offset + len(piece))
-                start, stop = section.start + offset, section.start + end
-                chunks.append(ChunkSpec(body[start:stop], section.heading_path, start, stop, section.page, section.page))
+                chunks.append(spec(section.start + offset, section.start + end, section))
                 cursor = offset + 1
         return chunks

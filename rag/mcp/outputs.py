@@ -23,6 +23,11 @@ Page = Annotated[int, Field(ge=1, description=(
     "The 1-based physical page of a PDF that the excerpt lies on (the page's index in the file, not the number "
     "printed on it). Absent for every source that is not a PDF."
 ))]
+Slide = Annotated[int, Field(ge=1, description="For a PowerPoint deck: the 1-based slide the excerpt lies on.")]
+Sheet = Annotated[str, Field(description="For a spreadsheet or CSV file: the name of the sheet the excerpt lies on.")]
+Rows = Annotated[list[int], Field(min_length=2, max_length=2, description=(
+    "For a spreadsheet: the first and last row (the sheet's own row numbers) of the records the excerpt covers."))]
+Ocr = Annotated[bool, Field(description="true when the excerpt's page was read by OCR (a scan or an image).")]
 DocumentId = Annotated[str, Field(description="The same value as source_id, kept for callers that already read it. "
                                               "Prefer source_id.")]
 Score = Annotated[float, Field(description="The fused ranking score across the retrieval lanes.")]
@@ -48,6 +53,10 @@ class KnowledgeHit(TypedDict):
     excerpt: Annotated[str, Field(description="The excerpt, up to 2,000 characters, then […truncated].")]
     source: NotRequired[Label]
     page: NotRequired[Page]
+    slide: NotRequired[Slide]
+    sheet: NotRequired[Sheet]
+    rows: NotRequired[Rows]
+    ocr: NotRequired[Ocr]
     url: NotRequired[Url]
 
 
@@ -66,6 +75,10 @@ class KnowledgeSource(TypedDict):
     page: NotRequired[Annotated[int, Field(ge=1, description=(
         "For a PDF: the 1-based physical page of the first excerpt the answer cites from it. Absent otherwise."
     ))]]
+    slide: NotRequired[Slide]
+    sheet: NotRequired[Sheet]
+    rows: NotRequired[Rows]
+    ocr: NotRequired[Ocr]
     url: NotRequired[Url]
 
 

@@ -3,7 +3,8 @@ rag/render.py (the same text blocks `rag search` and `rag ask` print).
 
 The document fixes the structured output as `{"results", "truncated"}` and `{"answer",
 "sources"}`, each source with source_id, document_id, title, score and source (and `page` for a
-PDF's excerpt: issue 18's page-level citations; `url` for a document a source brought, issue 29;
+PDF's excerpt: issue 18's page-level citations; `slide`, `sheet` and `rows`, `ocr` for a deck's, a
+workbook's, a scan's, issue 32; `url` for a document a source brought, issue 29;
 each absent otherwise; `declined`, the reason an answer declined, issue 30, absent when it
 answers); the shared payloads carry more for the CLI and the HTTP API (the query,
 cited spans, the synthesizer), which is left out here so the tool says exactly what its document says.
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from rag.retrieve.types import Hit
     from rag.synthesize.types import Answer
 
-SOURCE_FIELDS = ("source_id", "document_id", "title", "score", "source", "page", "url")
+SOURCE_FIELDS = ("source_id", "document_id", "title", "score", "source", "page", "slide", "sheet", "rows", "ocr", "url")
 
 
 def search_knowledge_output(query: str, hits: list[Hit], excerpt_chars: int) -> Output:

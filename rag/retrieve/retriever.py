@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 # of a hydration's cost; and one statement, made once (building it took a tenth of a hydration).
 _HYDRATE = (
     select(Chunk.id, Chunk.kb_id, Chunk.heading_path, Chunk.text, Chunk.char_start, Chunk.char_end,
-           Chunk.page_start, DocumentVersion.number, Node.id.label("node_id"), Node.source_id, Node.name,
+           Chunk.page_start, Chunk.locator, DocumentVersion.number, Node.id.label("node_id"), Node.source_id, Node.name,
            Node.source_label, Node.url)
     .join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
     .join(Node, Node.id == Chunk.node_id)
@@ -164,6 +164,7 @@ class Retriever:
                     lane_ranks=dict(f.lanes),
                     lane_scores=dict(f.lane_scores),
                     page=row.page_start,
+                    locator=row.locator,
                     url=row.url,
                 )
             )

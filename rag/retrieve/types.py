@@ -165,6 +165,8 @@ class Hit:
     lane_ranks: dict[str, int] = field(default_factory=dict)  # lane name -> 1-based rank in that lane
     lane_scores: dict[str, float] = field(default_factory=dict)  # lane name -> the lane's own score
     page: int | None = None  # the 1-based page of a paged original (PDF) the excerpt lies on; else None
+    # What the excerpt names beyond its page: {"slide": n}, {"sheet": name, "rows": [a, b]}, {"ocr": True}
+    locator: dict | None = None
     url: str | None = None  # where the original lives (a page, a file in a repository), for a source's document
 
     @property

@@ -169,6 +169,8 @@ class Chunk(Base):
     # The pages of a paged original the chunk's text lies on (1-based; None when the version has none).
     page_start: Mapped[int | None] = mapped_column(Integer, nullable=True)
     page_end: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # What its excerpt names beyond the page: a slide, a sheet and rows, OCR (rag/ingest/layout.py).
+    locator: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class Activity(Base):

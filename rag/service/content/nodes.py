@@ -14,6 +14,7 @@ from sqlalchemy import func, select, update
 from rag.errors import InvalidArgument, NotFound
 from rag.service.activity import recorded
 from rag.service.checks import MAX_NAME_CHARS, int_arg, is_id, text_arg
+from rag.render import locator_fields
 from rag.service.content import tree
 from rag.service.identity.access import NOT_FOUND
 from rag.service.arguments import DOCUMENTS_LIMIT_DEFAULT, DOCUMENTS_LIMIT_MAX, NAMES_LIMIT_DEFAULT, NAMES_LIMIT_MAX
@@ -66,7 +67,7 @@ class NodeReads:
         chars = self.settings.retrieve.excerpt_chars
         return [
             DocumentHit(h.node_id, h.title, h.kb_id, h.version, round(h.score, 6), list(h.retrievers),
-                        list(h.heading_path), h.excerpt(chars), h.page)
+                        list(h.heading_path), h.excerpt(chars), h.page, **locator_fields(h))
             for h in hits
         ]
 

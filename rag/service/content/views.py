@@ -134,11 +134,17 @@ class DocumentHit(View):
     heading_path: list[str]
     excerpt: str
     page: int | None = None  # a PDF's 1-based physical page the excerpt lies on; absent otherwise
+    # a deck's slide, a workbook's sheet and rows ([first, last]), a page read by OCR; absent otherwise
+    slide: int | None = None
+    sheet: str | None = None
+    rows: list[int] | None = None
+    ocr: bool | None = None
 
     def payload(self) -> dict[str, Any]:
         data = super().payload()
-        if data["page"] is None:
-            del data["page"]  # as in search_knowledge: only a PDF excerpt has a page
+        for key in ("page", "slide", "sheet", "rows", "ocr"):
+            if data[key] is None:
+                del data[key]  # as in search_knowledge: only a PDF excerpt has a page, a deck's a slide…
         return data
 
 

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from rag.errors import InvalidArgument, NotFound, RagError
 from rag.ingest.formats import BINARY_PARSERS, UnreadableFile
 from rag.ingest.formats import FileTooComplex as FileTooComplexToParse
+from rag.ingest.layout import layout_json
 from rag.ingest.parse import ParsedDocument
 from rag.ingest.read import parse_bytes
 from rag.service.content import tree
@@ -212,7 +213,7 @@ class Originals:
             kb = session.get(KnowledgeBase, parent.kb_id)
             node.source_id = f"kb:{principal.workspace_id}:{kb.name}:{node.id}"
             version = DocumentVersion(node_id=node.id, number=1, body=body, content_hash=content_hash(body),
-                                      pages=[list(span) for span in parsed.pages] or None)
+                                      pages=layout_json(parsed))
             session.add(version)
             session.flush()
             keep_original(session, version.id, filename, data)

@@ -239,6 +239,7 @@ class Publisher:
                     "char_end": spec.char_end,
                     "page_start": spec.page_start,
                     "page_end": spec.page_end,
+                    "locator": spec.locator,
                 }
                 for p in group
                 for i, spec in enumerate(p.specs)

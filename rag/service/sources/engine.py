@@ -35,6 +35,7 @@ from sqlalchemy import select, update
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
 from rag.ingest.formats import BINARY_PARSERS, UnreadableFile
+from rag.ingest.layout import layout_json
 from rag.ingest.parse import ParsedDocument, humanize
 from rag.ingest.read import parse_bytes
 from rag.service.checks import content_hash, name_key, name_problem
@@ -463,7 +464,7 @@ class SyncEngine:
                      newest: DocumentVersion | None, ready: _Ready) -> DocumentVersion:
         version = DocumentVersion(
             node_id=node.id, number=(newest.number + 1) if newest else 1, body=parsed.body,
-            content_hash=body_hash, origin=ORIGIN_INGEST, pages=[list(s) for s in parsed.pages] or None,
+            content_hash=body_hash, origin=ORIGIN_INGEST, pages=layout_json(parsed),
         )
         session.add(version)
         session.flush()
