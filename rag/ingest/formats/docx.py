@@ -1,9 +1,10 @@
 """Word (.docx): paragraphs, headings, lists and tables as Markdown, in document order.
 
 python-docx (MIT) reads the document's XML; the package is a zip, so it is checked first without
-trusting its headers: every member is decompressed in bounded steps, and a file that would
-expand past MAX_EXPANDED bytes (a decompression bomb), holds too many members, or whose document
-holds more than MAX_PARAGRAPHS paragraphs (python-docx spends ~150 µs of CPU and a few hundred
+trusting its headers (rag/ingest/formats/package.py, shared with the other Office formats): every
+member is decompressed in bounded steps, and a file that would expand past MAX_EXPANDED bytes (a
+decompression bomb), holds too many members, is encrypted, or whose document holds more than
+MAX_PARAGRAPHS paragraphs (python-docx spends ~150 µs of CPU and a few hundred
 bytes on each: 20,000 take 3 s, the 5.4 million of a 545 KB file would take hours) is refused
 before python-docx opens it. The paragraphs are counted by their `<w:p>` tags as the bytes are
 inflated; a document that names the namespace otherwise escapes the count, not the parse worker's
@@ -17,14 +18,14 @@ from __future__ import annotations
 
 import io
 import re
-import zipfile
 
 import docx
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
-from rag.ingest.formats import UnreadableFile, too_complex
+from rag.ingest.formats import UnreadableFile
 from rag.ingest.formats.markdown import escape_block, escape_text
+from rag.ingest.formats.package import Package, Tally, check_package
 from rag.ingest.formats.tables import cell, markdown_table
 from rag.ingest.parse import ParsedDocument, with_title
 
@@ -32,47 +33,16 @@ MAX_EXPANDED = 200_000_000
 MAX_MEMBERS = 10_000
 MAX_PARAGRAPHS = 100_000
 _PARAGRAPH_TAGS = (b"<w:p>", b"<w:p ")
-_STEP = 1 << 20
+_DOCUMENT = "word/document.xml"
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.I)
 
 
 def _check_package(data: bytes) -> None:
-    if not data.startswith(b"PK\x03\x04"):
-        raise UnreadableFile("not a Word document (its content does not match the .docx extension)")
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as package:
-            members = package.infolist()
-            if len(members) > MAX_MEMBERS:
-                raise UnreadableFile(f"a Word document of more than {MAX_MEMBERS} parts")
-            if "word/document.xml" not in package.namelist():
-                raise UnreadableFile("not a Word document (a zip file without word/document.xml)")
-            expanded = 0
-            for member in members:
-                expanded = _expand(package, member, expanded)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as exc:
-        if isinstance(exc, UnreadableFile):
-            raise
-        raise UnreadableFile("a damaged or truncated Word document") from None
-
-
-def _expand(package: zipfile.ZipFile, member: zipfile.ZipInfo, expanded: int) -> int:
-    """Inflate one member in bounded steps: the bytes expanded so far, with its own; the main
-    document's paragraphs counted on the way."""
-    counted = member.filename == "word/document.xml"
-    paragraphs, tail = 0, b""
-    with package.open(member) as stream:
-        while chunk := stream.read(_STEP):
-            expanded += len(chunk)
-            if expanded > MAX_EXPANDED:
-                raise UnreadableFile(f"a Word document that expands to more than {MAX_EXPANDED // 1_000_000} MB "
-                                     "(a decompression bomb?); refused")
-            if counted:
-                window = tail + chunk  # a tag across two steps is counted once, in the later
-                paragraphs += sum(window.count(tag) for tag in _PARAGRAPH_TAGS)
-                tail = window[-4:]  # shorter than a tag: none is counted twice
-                if paragraphs > MAX_PARAGRAPHS:
-                    raise too_complex("paragraphs", f"more than {MAX_PARAGRAPHS}")
-    return expanded
+    """The package inflated within its bounds (rag/ingest/formats/package.py), the main document's
+    paragraphs counted on the way (the bounds read at each call: a test may lower them)."""
+    paragraphs = Tally(_PARAGRAPH_TAGS, MAX_PARAGRAPHS, "paragraphs")
+    check_package(data, Package("Word document", ".docx", _DOCUMENT, MAX_MEMBERS, MAX_EXPANDED),
+                  lambda name: paragraphs if name == _DOCUMENT else None)
 
 
 def _text(paragraph: Paragraph) -> str:
