@@ -47,6 +47,7 @@ BINARY_PARSERS: dict[str, str] = {
     ".pdf": "rag.ingest.formats.pdf:parse_pdf", ".html": "rag.ingest.formats.html:parse_html",
     ".htm": "rag.ingest.formats.html:parse_html", ".docx": "rag.ingest.formats.docx:parse_docx",
     ".webpage": "rag.ingest.formats.webpage:parse_webpage",
+    ".eml": "rag.ingest.formats.mail:parse_eml", ".mbox": "rag.ingest.formats.mail:parse_mbox",
 }
 # Suffixes no file on disk has: a connector names its bytes so to choose a parser (".webpage": a
 # crawled page's main content, rag/ingest/formats/webpage.py). Parsed like the others, never
