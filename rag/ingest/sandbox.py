@@ -417,7 +417,8 @@ class ParsePool:
         if kind == "ok":
             fields = answer[1]
             spans = {key: [tuple(span) for span in fields[key]] for key in ("pages", "rows")}
-            return ParsedDocument(**{**fields, **spans})
+            names = {int(n): name for n, name in fields["names"].items()}  # JSON made the numbers strings
+            return ParsedDocument(**{**fields, **spans, "names": names})
         if kind == "complex":
             log.warning("parsing %s: %s (peak %.0f MiB)", filename, answer[2], answer[-1])
             raise FileTooComplex(answer[1], answer[2])

@@ -47,7 +47,6 @@ from rag.sources.base import (
 _STEP = 1 << 16
 _BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _DIRECTORY_ENTRY_BYTES = 46 + 1024  # a directory entry's fixed part and room for its name and extras
-_CSV_SKIP = "CSV databases are read once the formats issue (32) lands"
 _CODE_SKIP = "code and config files are read once the formats issue (32) lands"
 _CODE_SUFFIXES = {
     ".py", ".js", ".ts", ".tsx", ".jsx", ".java", ".go", ".rs", ".c", ".h", ".cpp", ".hpp", ".cs", ".rb",
@@ -98,8 +97,6 @@ def skip_reason(filename: str) -> str | None:
     suffix = PurePosixPath(filename).suffix.lower()
     if suffix in supported_suffixes():
         return None
-    if suffix in (".csv", ".tsv"):
-        return _CSV_SKIP
     if suffix in _CODE_SUFFIXES:
         return _CODE_SKIP
     if suffix in _IMAGE_SUFFIXES:

@@ -79,12 +79,10 @@ _PAGE_SIZE = 1000
 _CHUNK = 64 * 1024
 
 _CODE_SKIP = "code and config files are read once the formats issue (32) lands"
-_CSV_SKIP = "CSV databases are read once the formats issue (32) lands"
 _CODE_SUFFIXES = frozenset(
     ".py .pyi .ipynb .js .mjs .cjs .ts .tsx .jsx .java .kt .kts .scala .go .rs .c .h .cc .cpp .hpp .cs .rb .php "
     ".swift .m .sh .bash .zsh .ps1 .bat .sql .r .lua .pl .vue .svelte .css .scss .json .jsonl .yaml .yml .toml "
     ".ini .cfg .conf .env .properties .xml .gradle .tf .proto .graphql .lock".split())
-_CSV_SUFFIXES = frozenset({".csv", ".tsv"})
 
 # Error codes of S3 (and its compatibles) that mean the credentials themselves were refused.
 _CREDENTIALS_REFUSED = frozenset({
@@ -252,8 +250,6 @@ def skip_reason(filename: str) -> str | None:
     suffix = PurePosixPath(filename).suffix.lower()
     if suffix in supported_suffixes():
         return None
-    if suffix in _CSV_SUFFIXES:
-        return _CSV_SKIP
     if suffix in _CODE_SUFFIXES or filename.lower() in {"dockerfile", "makefile", ".gitignore"}:
         return _CODE_SKIP
     if not suffix:

@@ -24,7 +24,6 @@ from tests.support.exports import (
 from tests.support.processes import rag_run as rag
 
 WIKI = "https://wiki.example.org/wiki"
-CSV_SKIP = "CSV databases are read once the formats issue (32) lands"
 
 
 def open_source(cls, path: Path, limits: FetchLimits | None = None, **settings):
@@ -60,7 +59,7 @@ def test_notion_listing_names_pages_by_id_with_their_hierarchy(tmp_path):
     assert checklist.label == "Getting Started/PIV card/piv-checklist.txt" and checklist.url == items[PIV].url
     assert items[f"{PIV}/badge.png"].skip == "images are not read (no text to index)"
     table = items[f"{TOOLS}.csv"]  # the database: once, though the export holds it as .csv and _all.csv
-    assert (table.title, table.skip) == ("Tools", CSV_SKIP)
+    assert (table.title, table.skip) == ("Tools", None)  # read as a sheet of records
     assert sum(1 for item in items.values() if item.title == "Tools") == 1
 
 
@@ -80,6 +79,9 @@ def test_notion_links_point_at_the_pages_on_notion(tmp_path):
                                                 / "piv-checklist.txt").read_bytes()
     parsed = parse_here(data[START], "page.md")
     assert parsed.title == "Getting Started" and "onboarding" in parsed.body
+    table = parse_here(data[f"{TOOLS}.csv"], f"{TOOLS}.csv", "Tools")  # the database, as the engine names it
+    assert (table.title, table.names) == ("Tools", {1: "Tools"})
+    assert "Name: Slack; Category: Chat" in table.body.splitlines()
 
 
 def test_notion_zip_split_zip_and_folder_list_the_same(tmp_path):

@@ -48,6 +48,8 @@ BINARY_PARSERS: dict[str, str] = {
     ".htm": "rag.ingest.formats.html:parse_html", ".docx": "rag.ingest.formats.docx:parse_docx",
     ".webpage": "rag.ingest.formats.webpage:parse_webpage",
     ".eml": "rag.ingest.formats.mail:parse_eml", ".mbox": "rag.ingest.formats.mail:parse_mbox",
+    ".pptx": "rag.ingest.formats.pptx:parse_pptx", ".xlsx": "rag.ingest.formats.spreadsheet:parse_xlsx",
+    ".csv": "rag.ingest.formats.spreadsheet:parse_csv", ".tsv": "rag.ingest.formats.spreadsheet:parse_tsv",
 }
 # Suffixes no file on disk has: a connector names its bytes so to choose a parser (".webpage": a
 # crawled page's main content, rag/ingest/formats/webpage.py). Parsed like the others, never

@@ -42,6 +42,11 @@ class Package:
     max_members: int
     max_expanded: int
 
+    @property
+    def a(self) -> str:
+        """The kind with its article: "a Word document", "an Excel workbook"."""
+        return f"{'an' if self.kind[:1].lower() in 'aeio' else 'a'} {self.kind}"
+
 
 @dataclass
 class Tally:
@@ -67,18 +72,18 @@ def check_package(data: bytes, package: Package,
         if _ENCRYPTED_STREAM in data:
             raise UnreadableFile(f"an encrypted (password-protected) {package.kind}; "
                                  "it cannot be read without its password")
-        raise UnreadableFile(f"not a {package.kind} (an older binary Office file with the {package.suffix} "
+        raise UnreadableFile(f"not {package.a} (an older binary Office file with the {package.suffix} "
                              f"extension; save it as {package.suffix} to ingest it)")
     if not data.startswith(b"PK\x03\x04"):
-        raise UnreadableFile(f"not a {package.kind} (its content does not match the {package.suffix} extension)")
+        raise UnreadableFile(f"not {package.a} (its content does not match the {package.suffix} extension)")
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = archive.infolist()
             if len(members) > package.max_members:
-                raise UnreadableFile(f"a {package.kind} of more than {package.max_members} parts")
+                raise UnreadableFile(f"{package.a} of more than {package.max_members} parts")
             names = archive.namelist()
             if package.main not in names:
-                raise UnreadableFile(f"not a {package.kind} (a zip file without {package.main})")
+                raise UnreadableFile(f"not {package.a} (a zip file without {package.main})")
             expanded = 0
             for member in members:
                 expanded = _expand(archive, member, expanded, package, tally_for(member.filename))
@@ -99,7 +104,7 @@ def _expand(archive: zipfile.ZipFile, member: zipfile.ZipInfo, expanded: int, pa
         while chunk := stream.read(_STEP):
             expanded += len(chunk)
             if expanded > package.max_expanded:
-                raise UnreadableFile(f"a {package.kind} that expands to more than "
+                raise UnreadableFile(f"{package.a} that expands to more than "
                                      f"{package.max_expanded // 1_000_000} MB (a decompression bomb?); refused")
             if tally is not None:
                 window = tail + chunk  # a tag across two steps is counted once, in the later
