@@ -255,6 +255,32 @@ class ParseSettings(BaseModel):
         20_000_000, ge=1000, le=1_000_000_000,
         description="Characters of text one file may yield (a document made by an upload holds at most 2,000,000).",
     )
+    ocr_command: str = Field(
+        "tesseract", max_length=4096,
+        description="The tesseract command that reads images and PDF pages with no text layer (OCR): a name on PATH "
+        "or a path. Where it is not found, or this is empty, such files are refused saying how to install it "
+        "(scripts/install.sh --ocr).",
+    )
+    ocr_languages: str = Field(
+        "eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$",
+        description="The languages OCR reads, as tesseract names them (`eng+deu`); each needs its language data "
+        "(Debian: tesseract-ocr-deu).",
+    )
+    ocr_max_pages: int = Field(
+        300, ge=1, le=100_000,
+        description="Pages (image frames, PDF pages with no text layer) OCR may read in one file; a file with more "
+        "is refused.",
+    )
+    ocr_page_seconds: float = Field(
+        60.0, gt=0, le=86_400,
+        description="Wall-clock (and CPU) seconds OCR may take on one page; tesseract is killed past it and the file "
+        "refused.",
+    )
+    ocr_seconds: float = Field(
+        600.0, gt=0, le=86_400,
+        description="Seconds OCR may take on one file, its pages' rendering included; a PDF or image gets these on "
+        "top of `timeout_seconds` (a 300-dpi page takes ~1.5 s).",
+    )
 
     @property
     def worker_count(self) -> int:

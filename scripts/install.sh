@@ -3,6 +3,7 @@
 #   bash scripts/install.sh            # the project and its test tools (.[dev])
 #   bash scripts/install.sh --test     # the same, and the programs the tests run (below)
 #   bash scripts/install.sh --runtime  # the project's runtime packages only: the image (docker/Dockerfile)
+#   bash scripts/install.sh --ocr      # the project and OCR: Debian's tesseract-ocr (any position: --runtime --ocr)
 # Every Python package gets the version requirements.lock pins (a constraints file: `bash
 # scripts/lock.sh` writes it again after a change to pyproject.toml's dependencies).
 set -euo pipefail
@@ -13,6 +14,14 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--test" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     echo "installing PostgreSQL server binaries for the tests"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi
+# --ocr (and --test): OCR of images and scanned PDF pages (rag/ingest/formats/ocr.py) runs the
+# `tesseract` command: Debian's tesseract-ocr 5 with its English data (tesseract-ocr-eng, a
+# dependency; other languages are tesseract-ocr-LANG and RAG_PARSING__OCR_LANGUAGES). Optional:
+# without it images and scans are refused, saying to run this.
+if [[ " $* " == *" --ocr "* || "${1:-}" = "--test" ]] && ! command -v tesseract >/dev/null 2>&1; then
+    echo "installing tesseract-ocr for OCR of images and scanned PDFs"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tesseract-ocr >/dev/null
 fi
 # --test: and a Docker Compose command line, which tests/e2e/test_docker_files.py runs as `config` on
 # docker/compose.yaml. Debian's docker-compose (1.29) without the Docker engine it recommends: a few

@@ -62,6 +62,7 @@ from typing import Any
 
 from rag.errors import Unavailable
 from rag.ingest.formats import BINARY_PARSERS, FileTooComplex, UnreadableFile, parse_here, too_complex
+from rag.ingest.formats.ocr import OcrLimits, configure as configure_ocr, may_read
 from rag.ingest.parse import ParsedDocument
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class Limits:
     cpu_seconds: int = 120
     timeout_seconds: float = 180.0
     max_chars: int = 20_000_000
+    ocr: OcrLimits = OcrLimits()  # OCR's own bounds; a file it may read gets its seconds on top
 
 
 # ----- the worker process -----
@@ -130,6 +132,7 @@ def _parse_one(job: tuple[bytes, str, str | None], limits: Limits) -> tuple[Any,
     data, filename, title = job
     _soft_limit(resource.RLIMIT_CPU, _cpu_used() + limits.cpu_seconds)
     _soft_limit(resource.RLIMIT_AS, limits.memory_mib << 20)
+    configure_ocr(limits.ocr)
     try:
         parsed = parse_here(data, filename, title)
         if len(parsed.body) > limits.max_chars:
@@ -357,12 +360,13 @@ class ParsePool:
                 self._restart(slot)
             slot.jobs += 1
             slot.conn.send((job, limits))
-            if not self._answered(slot, limits.timeout_seconds):
+            # OCR bounds its own time in the worker (ocr.py); this stays the backstop, later by as much.
+            seconds = limits.timeout_seconds + (limits.ocr.seconds if may_read(job[1], limits.ocr) else 0)
+            if not self._answered(slot, seconds):
                 slot.kill()
                 self.last_peak_mib = slot.peak_mib
-                log.warning("parsing %s: stopped after %g s (peak %.0f MiB)", job[1], limits.timeout_seconds,
-                            slot.peak_mib)
-                raise too_complex("time", f"more than {limits.timeout_seconds:g} s")
+                log.warning("parsing %s: stopped after %g s (peak %.0f MiB)", job[1], seconds, slot.peak_mib)
+                raise too_complex("time", f"more than {seconds:g} s")
             # At most what a body of max_chars can take as JSON (6 bytes a character escaped), and room around it.
             raw = slot.conn.recv_bytes(maxlength=limits.max_chars * 6 + (1 << 20))
         except (EOFError, OSError):
@@ -449,7 +453,9 @@ def configure(workers: int, limits: Limits) -> None:
 def configure_from(parsing: Any) -> None:
     """configure() from a ParseSettings (rag/settings.py)."""
     configure(parsing.worker_count, Limits(parsing.memory_mib, parsing.cpu_seconds, parsing.timeout_seconds,
-                                           parsing.max_chars))
+                                           parsing.max_chars, OcrLimits(
+                                               parsing.ocr_command, parsing.ocr_languages, parsing.ocr_max_pages,
+                                               parsing.ocr_page_seconds, parsing.ocr_seconds)))
 
 
 def shared_pool() -> ParsePool:

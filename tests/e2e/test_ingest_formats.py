@@ -17,6 +17,8 @@ from rag.ingest.chunk import Chunker
 from rag.ingest.formats import UnreadableFile, parse_here
 from rag.ingest.read import parse_bytes
 from rag.ingest.formats import docx as docx_format
+from rag.ingest.formats.ocr import OcrLimits
+from rag.ingest.sandbox import Limits, ParsePool
 from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
 from rag.store.models import Chunk, DocumentVersion, Node
@@ -117,8 +119,10 @@ def test_docx_headings_lists_and_tables() -> None:
 
 def test_bad_files_are_refused_with_their_reason() -> None:
     assert "encrypted (password-protected)" in refusal(read("pdf/bad-encrypted.pdf"), "a.pdf")
-    assert refusal(read("pdf/bad-no-text-layer.pdf"), "a.pdf") == (
-        "a PDF with no extractable text (scanned or image-only); OCR is not supported")
+    with ParsePool(1, Limits(ocr=OcrLimits(command=""))) as no_ocr:  # tesseract absent (tests/e2e/test_ingest_ocr.py)
+        assert refusal(read("pdf/bad-no-text-layer.pdf"), "a.pdf", no_ocr.parse) == (
+            "a PDF with no extractable text (scanned or image-only); OCR is not installed: install tesseract-ocr "
+            "(scripts/install.sh --ocr)")
     whole = read("pdf/google-doc-example.pdf")
     assert refusal(whole[: len(whole) // 3], "cut.pdf") == "a damaged or truncated PDF that cannot be opened"
     assert refusal(b"# Not a PDF\n\nJust Markdown.\n", "notes.pdf") == (
@@ -171,7 +175,8 @@ def test_ingest_reads_each_format_and_refuses_bad_files_by_name(office) -> None:
     failed = dict(report.failed)
     assert sorted(failed) == ["pdf/bad-encrypted.pdf", "pdf/bad-no-text-layer.pdf", "pdf/lies.pdf",
                               "pdf/truncated.pdf"]
-    assert "encrypted" in failed["pdf/bad-encrypted.pdf"] and "OCR is not supported" in failed["pdf/bad-no-text-layer.pdf"]
+    assert "encrypted" in failed["pdf/bad-encrypted.pdf"]
+    assert failed["pdf/bad-no-text-layer.pdf"] == "a PDF with no text: it has no text layer, and OCR found none on its 6 pages"
     with svc.db.session() as session:  # nothing half-written for a refused file
         names = set(session.scalars(select(Node.source_label).where(Node.kind == "document")))
         assert names == {f"fs:{rel}" for rel in report.added}

@@ -44,6 +44,9 @@ TEXT_FORMATS = MARKDOWN_SUFFIXES | TEXT_SUFFIXES
 # pypdfium2, lxml and python-docx are no part of a command that reads no such file); the rest of
 # ingestion reads this set.
 BINARY_PARSERS: dict[str, str] = {
+    ".png": "rag.ingest.formats.image:parse_png", ".jpg": "rag.ingest.formats.image:parse_jpeg",
+    ".jpeg": "rag.ingest.formats.image:parse_jpeg", ".tif": "rag.ingest.formats.image:parse_tiff",
+    ".tiff": "rag.ingest.formats.image:parse_tiff",
     ".pdf": "rag.ingest.formats.pdf:parse_pdf", ".html": "rag.ingest.formats.html:parse_html",
     ".htm": "rag.ingest.formats.html:parse_html", ".docx": "rag.ingest.formats.docx:parse_docx",
     ".webpage": "rag.ingest.formats.webpage:parse_webpage",

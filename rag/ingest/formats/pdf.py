@@ -9,6 +9,12 @@ outline where the PDF has one (an entry's title found as a line of its page), el
 sizes (a short line set clearly larger than the body text). `ParsedDocument.pages` holds each
 page's (start, end, page) span of the body; the first page's span starts at 0, so the title
 heading belongs to page 1. Text becomes Markdown escaped (rag/ingest/formats/markdown.py).
+
+A page with no text layer (a scan) that draws something is rendered (300 dpi, grey, at most
+`ocr.OCR_PIXELS`) and read by OCR (rag/ingest/formats/ocr.py); its number goes in
+`ParsedDocument.ocr`, and a page OCR reads poorly in its warnings. Where OCR is not installed, a
+PDF with no text at all is refused saying how to add it, and one with some text is read with a
+warning naming the pages left unread.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import pypdfium2.raw as pdfium_c
 
 from rag.ingest.formats import UnreadableFile
 from rag.ingest.formats.markdown import escape_text
+from rag.ingest.formats.ocr import DPI, NOT_INSTALLED, OCR_PIXELS, OcrReader, blank
 from rag.ingest.parse import ParsedDocument
 
 MAX_PAGES = 5000
@@ -259,6 +266,53 @@ def _title(pdf: pdfium.PdfDocument, fallback: str | None) -> str | None:
     return title
 
 
+def _numbers(indexes: list[int]) -> str:
+    numbers = [str(i + 1) for i in indexes]
+    return f"page {numbers[0]} has" if len(numbers) == 1 else f"pages {', '.join(numbers)} have"
+
+
+def _draws(pdf: pdfium.PdfDocument, index: int) -> bool:
+    """The page draws something (an image, a path, text as curves): a page that draws nothing is blank."""
+    page = pdf[index]
+    try:
+        return pdfium_c.FPDFPage_CountObjects(page.raw) > 0
+    finally:
+        page.close()
+
+
+def _ocr(pdf: pdfium.PdfDocument, pages: list[list[Line]]) -> tuple[dict[int, str], list[int], list[str]]:
+    """The text OCR reads on the pages that have no text layer and draw something: ({page index:
+    Markdown}, the page numbers read, the warnings)."""
+    bare = [i for i, lines in enumerate(pages) if not lines and _draws(pdf, i)]
+    if not bare:
+        return {}, [], []
+    if not OcrReader.available():
+        if not any(pages):
+            raise UnreadableFile(f"a PDF with no extractable text (scanned or image-only); {NOT_INSTALLED}")
+        return {}, [], [f"{_numbers(bare)} no text layer and {'was' if len(bare) == 1 else 'were'} not read: "
+                        f"{NOT_INSTALLED}"]
+    reader = OcrReader()
+    reader.check_pages(len(bare))
+    texts: dict[int, str] = {}
+    for index in bare:
+        page = pdf[index]
+        try:
+            width, height = page.get_size()
+            scale = min(DPI / 72, math.sqrt(OCR_PIXELS / max(width * height, 1.0)))
+            bitmap = page.render(scale=scale, grayscale=True)
+            image = bitmap.to_pil()
+            if not blank(image):
+                texts[index] = reader.read(image, index + 1, scale * 72)
+        except pdfium.PdfiumError:
+            raise UnreadableFile(f"a damaged PDF: page {index + 1} cannot be rendered") from None
+        finally:
+            page.close()
+    if not any(pages) and not any(texts.values()):
+        raise UnreadableFile(f"a PDF with no text: it has no text layer, and OCR found none on its {len(pages)} "
+                             f"page{'s' if len(pages) > 1 else ''}")
+    return texts, reader.pages, reader.warnings
+
+
 def parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
     pdf = _open(data)
     try:
@@ -272,8 +326,9 @@ def parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
         pages = [lines for lines, _ in read]
         if sum(len(line.text) for lines in pages for line in lines) > MAX_CHARS:
             raise UnreadableFile("a PDF whose text is larger than this service reads")
-        if not any(pages):
-            raise UnreadableFile("a PDF with no extractable text (scanned or image-only); OCR is not supported")
+        scanned, ocr_pages, warnings = _ocr(pdf, pages)
+        if sum(map(len, scanned.values())) > MAX_CHARS:
+            raise UnreadableFile("a PDF whose text is larger than this service reads")
         headings = _Headings(_outline(pdf), pages)
         title = _title(pdf, None)
         found = headings.title_lines(pages, read[0][1]) if title is None else []
@@ -287,7 +342,7 @@ def parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
     spans: list[tuple[int, int, int]] = []
     for index, lines in enumerate(pages):
         start = 0 if index == 0 else len(body)
-        text = _page_markdown(lines, headings.for_page(index, lines))
+        text = scanned[index] if index in scanned else _page_markdown(lines, headings.for_page(index, lines))
         if text:
             body += text + "\n\n"
         spans.append((start, len(body), index + 1))
@@ -295,4 +350,4 @@ def parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
     last_start, _, last_page = spans[-1]
     spans[-1] = (min(last_start, len(body)), len(body), last_page)
     spans = [(s, min(e, len(body)), p) for s, e, p in spans]
-    return ParsedDocument(title=title, body=body, pages=spans)
+    return ParsedDocument(title=title, body=body, pages=spans, ocr=ocr_pages, warnings=warnings)
