@@ -12,7 +12,7 @@ import typer
 
 from rag.cli_run import _error, _one, _progress_bar, out, run
 
-source_app = typer.Typer(no_args_is_help=True, help="Sources kept in sync: folders, websites, Git, S3, exports.")
+source_app = typer.Typer(no_args_is_help=True, help="Sources kept in sync: folders, websites, Git, S3, exports, IMAP mailboxes.")
 
 _WORKSPACE = typer.Option("default", "--workspace", "-w")
 _JSON = typer.Option(False, "--json", help="Print JSON.")
@@ -73,7 +73,7 @@ def _print_source(source: dict[str, Any]) -> None:
 @source_app.command("add")
 def add(
     name: str = typer.Argument(..., help="The source's name (letters, digits, '.', '_', '-')."),
-    kind: str = typer.Option(..., "--kind", help="folder, website, git, s3, notion or confluence."),
+    kind: str = typer.Option(..., "--kind", help="folder, website, git, s3, notion, confluence or imap."),
     option: Optional[list[str]] = typer.Option(None, "--option", "-o", help="A setting, key=value (repeatable)."),
     config: Optional[str] = typer.Option(None, "--config", help="The settings as one JSON object."),
     kb: Optional[str] = typer.Option(None, "--kb", help="Knowledge base it fills (made if missing)."),

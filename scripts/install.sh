@@ -15,6 +15,12 @@ if [ "${1:-}" = "--test" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2
     echo "installing PostgreSQL server binaries for the tests"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
+# --test: and Dovecot's IMAP server (Debian's dovecot-imapd), which the IMAP source's tests start and
+# stop themselves, unprivileged, from a config in a temp dir (tests/support/imapserver.py).
+if [ "${1:-}" = "--test" ] && [ ! -x /usr/sbin/dovecot ]; then
+    echo "installing Dovecot (dovecot-imapd) for the IMAP source's tests"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends dovecot-imapd >/dev/null
+fi
 # --ocr (and --test): OCR of images and scanned PDF pages (rag/ingest/formats/ocr.py) runs the
 # `tesseract` command: Debian's tesseract-ocr 5 with its English data (tesseract-ocr-eng, a
 # dependency; other languages are tesseract-ocr-LANG and RAG_PARSING__OCR_LANGUAGES). Optional:

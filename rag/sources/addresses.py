@@ -50,3 +50,11 @@ def resolve(host: str, port: int, allow_hosts: tuple[str, ...] = ()) -> list[str
                     f"{host} resolves to a private, loopback or link-local address; refused "
                     "(a source may allow a host by name)")
     return addresses
+
+
+def check_allow_hosts(hosts: list[str]) -> list[str]:
+    """A source's `allow_hosts` setting, checked: host names or addresses, nothing a URL adds."""
+    for host in hosts:
+        if not host or any(c.isspace() or c in "/@?#" for c in host):
+            raise ValueError(f"allow_hosts holds host names or addresses, not {host!r}")
+    return hosts

@@ -14,11 +14,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import Annotated, Any, ClassVar, Iterable, Mapping
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from rag.ingest.parse import ParsedDocument
+from rag.sources.addresses import check_allow_hosts
+
+
+# A setting of hosts a source may reach although private or loopback (host names or addresses).
+AllowHosts = Annotated[list[str], AfterValidator(check_allow_hosts)]
 
 
 class SourceConfig(BaseModel):
@@ -85,6 +90,11 @@ def read_bounded(chunks: Iterable[bytes], limit: int, deadline: float) -> bytes:
             raise BodyTooSlow()
         kept.append(chunk)
     return b"".join(kept)
+
+
+def size_words(count: int) -> str:
+    """A byte count as an error message says it: "12.3 MB", "2,048 bytes"."""
+    return f"{count / 1024 / 1024:.1f} MB" if count >= 1024 * 1024 else f"{count:,} bytes"
 
 
 class NotModified(Exception):

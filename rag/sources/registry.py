@@ -18,6 +18,7 @@ CONNECTORS: dict[str, str] = {
     "s3": "rag.sources.s3:S3Connector",
     "notion": "rag.sources.notion:NotionExport",
     "confluence": "rag.sources.confluence:ConfluenceExport",
+    "imap": "rag.sources.imap:ImapConnector",
 }
 
 

@@ -49,6 +49,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_afte
 from rag.ingest.formats import supported_suffixes
 from rag.sources.addresses import AddressRefused, resolve
 from rag.sources.base import (
+    AllowHosts,
     BodyTooLarge,
     BodyTooSlow,
     Connector,
@@ -60,6 +61,7 @@ from rag.sources.base import (
     SourceUnavailable,
     SyncContext,
     read_bounded,
+    size_words as _size,
 )
 
 T = TypeVar("T")
@@ -172,7 +174,7 @@ class S3Config(SourceConfig):
     endpoint_url: str | None = None
     region: str = "us-east-1"
     access_key_id: str | None = None  # None, and no secret named: a public bucket, read unsigned
-    allow_hosts: list[str] = Field(default_factory=list)  # hosts allowed although private or loopback
+    allow_hosts: AllowHosts = Field(default_factory=list)  # hosts allowed although private or loopback
     url_template: str | None = None  # the link back: {endpoint} {bucket} {key} {region}
 
     @field_validator("bucket")
@@ -220,14 +222,6 @@ class S3Config(SourceConfig):
     def _access_key_id(cls, value: str | None) -> str | None:
         if value is not None and not _ACCESS_KEY_ID.fullmatch(value):
             raise ValueError("access_key_id is 1 to 128 printable characters without spaces")
-        return value
-
-    @field_validator("allow_hosts")
-    @classmethod
-    def _allow_hosts(cls, value: list[str]) -> list[str]:
-        for host in value:
-            if not host or any(c.isspace() or c in "/@?#" for c in host):
-                raise ValueError(f"allow_hosts holds host names or addresses, not {host!r}")
         return value
 
     @model_validator(mode="after")
@@ -283,10 +277,6 @@ def _transient(exc: BaseException) -> bool:
     if isinstance(exc, (ConnectionError, HTTPClientError, IncompleteReadError)):
         return True
     return isinstance(exc, ClientError) and (_status(exc) >= 500 or _code(exc) in _THROTTLED)
-
-
-def _size(count: int) -> str:
-    return f"{count / 1024 / 1024:.1f} MB" if count >= 1024 * 1024 else f"{count:,} bytes"
 
 
 class S3Connector(Connector):

@@ -23,7 +23,7 @@ class NewSource(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     name: str = Field(description="Letters, digits, '.', '_' or '-'; unique in the workspace.")
-    kind: str = Field(description="folder, website, git, s3, notion or confluence.")
+    kind: str = Field(description="folder, website, git, s3, notion, confluence or imap.")
     config: dict[str, Any] = Field(default_factory=dict, description="The kind's settings.")
     knowledge_base: str | None = Field(None, description="The knowledge base it fills (made if missing; default: the default one).")
     folder: str = Field("", description="The folder it fills, as a path below the knowledge base's root.")
