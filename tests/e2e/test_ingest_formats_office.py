@@ -192,6 +192,19 @@ def test_bad_office_files_are_refused_with_their_reason() -> None:
         for member in source.infolist():
             target.writestr(member, b"<not xml" if member.filename == "xl/workbook.xml" else source.read(member))
     assert refusal(broken.getvalue(), "broken.xlsx") == "a damaged Excel workbook that cannot be read"
+    # Entities that would expand to 10^9 characters (billion laughs) in the shared strings: refused at once.
+    entities = '<!ENTITY a "xxxxxxxxxx">' + "".join(
+        f'<!ENTITY {chr(98 + i)} "{f"&{chr(97 + i)};" * 10}">' for i in range(8))
+    laughs = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(book)) as source, zipfile.ZipFile(laughs, "w") as target:
+        for member in source.infolist():
+            data = source.read(member)
+            if member.filename == "xl/sharedStrings.xml":
+                data = data.replace(b"?>", f"?><!DOCTYPE sst [{entities}]>".encode(), 1).replace(b">Date<", b">&i;<", 1)
+            target.writestr(member, data)
+    began = time.perf_counter()
+    assert refusal(laughs.getvalue(), "laughs.xlsx") == "a damaged Excel workbook that cannot be read"
+    assert time.perf_counter() - began < 20
 
 
 @pytest.mark.parametrize("module,name,main,kind", [

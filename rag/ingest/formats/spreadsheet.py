@@ -37,7 +37,7 @@ import csv
 import datetime as dt
 import io
 import re
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import openpyxl
 from openpyxl.utils import get_column_letter
@@ -51,7 +51,9 @@ MAX_EXPANDED = 200_000_000
 MAX_MEMBERS = 10_000
 MAX_SHEETS = 200
 MAX_ROWS = 200_000  # records (non-empty rows) in all sheets together
-MAX_CELLS = 2_000_000  # cells read (empty ones inside a row included) in all sheets together
+# Cells read (empty ones inside a row included) in all sheets together: openpyxl reads ~20,000 a
+# second on a loaded 2-core machine, so a million take ~50 s, within the parse worker's 120 s of CPU.
+MAX_CELLS = 1_000_000
 MAX_FIELD_CHARS = 1_000_000  # one CSV field
 MAX_CHARS = 20_000_000  # the text written: a bound on what one file may put in the store
 
@@ -90,26 +92,27 @@ class _Writer:
         if self.cells > MAX_CELLS:
             raise too_complex("cells", f"more than {MAX_CELLS}")
 
-    def sheet(self, number: int, name: str, rows: Iterable[tuple[int, list[str], list[str]]]) -> None:
-        """One sheet's section from its rows, (row number, the cells' text, the columns' names); a
-        sheet with no values has none."""
+    def sheet(self, number: int, name: str, rows: Iterable[tuple[int, list[str]]],
+              column: Callable[[int], str]) -> None:
+        """One sheet's section from its rows, (row number, the cells' text), `column(i)` naming the
+        i-th (0-based) column where the header row does not; a sheet with no values has none."""
         records: list[tuple[int, str]] = []
         header: list[str] | None = None
         header_row = 0
         above: list[tuple[int, list[str]]] = []  # non-empty rows before the header
-        for row, values, columns in rows:
+        for row, values in rows:
             filled = sum(1 for v in values if v)
             if not filled:
                 continue
             if header is None and filled < 2:
                 above.append((row, values))
             elif header is None:
-                header, header_row = [v or columns[i] for i, v in enumerate(values)], row
+                header, header_row = [escape_text(v or column(i)) for i, v in enumerate(values)], row
                 records += [(r, _joined(cells)) for r, cells in above]
                 above = []
             else:
-                names = header + columns[len(header):]
-                records.append((row, "; ".join(f"{escape_text(names[i])}: {escape_text(v)}"
+                width = len(header)
+                records.append((row, "; ".join(f"{header[i] if i < width else escape_text(column(i))}: {escape_text(v)}"
                                                for i, v in enumerate(values) if v)))
             if len(self.rows) + len(records) > MAX_ROWS:
                 raise too_complex("rows", f"more than {MAX_ROWS}")
@@ -118,7 +121,7 @@ class _Writer:
             label = _joined(first)
             records = [(r, f"{label}: {_joined(cells)}") for r, cells in rest] or [(row, label)]
         elif header is not None and all(r < header_row for r, _ in records):  # a header and no row under it
-            records.append((header_row, _joined(header)))
+            records.append((header_row, "; ".join(v for v in header if v)))
         if not records:
             return
         start = 0 if not self.pages else self.length
@@ -184,8 +187,12 @@ def _value(value: Any, number_format: str) -> str:
     return " ".join(str(value).split())
 
 
-def _sheet_rows(sheet, writer: _Writer) -> Iterator[tuple[int, list[str], list[str]]]:
-    """(row number, cells' text, column letters) of each row of a read-only sheet."""
+def _letter(index: int) -> str:
+    return f"column {get_column_letter(index + 1)}"
+
+
+def _sheet_rows(sheet, writer: _Writer) -> Iterator[tuple[int, list[str]]]:
+    """(row number, cells' text) of each row of a read-only sheet."""
     sheet.reset_dimensions()  # the size the file declares may be wrong: read the rows it holds
     number = 0
     for cells in sheet.iter_rows():
@@ -198,7 +205,7 @@ def _sheet_rows(sheet, writer: _Writer) -> Iterator[tuple[int, list[str], list[s
             values.append(_value(cell.value, getattr(cell, "number_format", "General")))
         while values and not values[-1]:
             values.pop()
-        yield number, values, [f"column {get_column_letter(i)}" for i in range(1, len(values) + 1)]
+        yield number, values
 
 
 def _xlsx_check(data: bytes) -> None:
@@ -235,7 +242,7 @@ def parse_xlsx(data: bytes, fallback_title: str) -> ParsedDocument:
             sheet = book[name]
             if not hasattr(sheet, "iter_rows"):  # a chart sheet: no cells
                 continue
-            writer.sheet(number, " ".join(name.split()), _sheet_rows(sheet, writer))
+            writer.sheet(number, " ".join(name.split()), _sheet_rows(sheet, writer), _letter)
     except UnreadableFile:
         raise
     except Exception:
@@ -249,14 +256,14 @@ def parse_xlsx(data: bytes, fallback_title: str) -> ParsedDocument:
 
 # ----- csv, tsv -----
 
-def _csv_rows(text: str, delimiter: str, writer: _Writer) -> Iterator[tuple[int, list[str], list[str]]]:
+def _csv_rows(text: str, delimiter: str, writer: _Writer) -> Iterator[tuple[int, list[str]]]:
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=False)
     for number, cells in enumerate(reader, start=1):
         writer.count(max(len(cells), 1))
         values = [" ".join(c.split()) for c in cells]
         while values and not values[-1]:
             values.pop()
-        yield number, values, [f"column {i}" for i in range(1, len(values) + 1)]
+        yield number, values
 
 
 def _parse_delimited(data: bytes, fallback_title: str, delimiter: str, kind: str) -> ParsedDocument:
@@ -264,7 +271,7 @@ def _parse_delimited(data: bytes, fallback_title: str, delimiter: str, kind: str
     writer = _Writer(fallback_title)
     previous = csv.field_size_limit(MAX_FIELD_CHARS)
     try:
-        writer.sheet(1, fallback_title, _csv_rows(text, delimiter, writer))
+        writer.sheet(1, fallback_title, _csv_rows(text, delimiter, writer), lambda i: f"column {i + 1}")
     except csv.Error as exc:
         if "field larger than field limit" in str(exc):
             raise too_complex("field size", f"a field of more than {MAX_FIELD_CHARS} characters") from None
