@@ -105,12 +105,18 @@ def test_pptx_title_from_properties_and_markup_kept_as_text() -> None:
     blank = deck.slides.add_slide(deck.slide_layouts[6])
     box = blank.shapes.add_textbox(0, 0, 100, 100).text_frame
     box.text = "# not a heading <img src=x onerror=alert(1)> [x](javascript:alert(1))"
+    bare = blank.shapes.add_textbox(0, 200, 100, 100)  # below the first
+    bare.text_frame.text = "A shape with no geometry"
+    sp_pr = bare._element.spPr  # neither preset nor custom geometry, and no text box: python-pptx
+    sp_pr.remove(sp_pr.prstGeom)  # knows no type for it, but its text is read
+    del bare._element.nvSpPr.cNvSpPr.attrib["txBox"]
     buffer = io.BytesIO()
     deck.save(buffer)
     parsed = parse_here(buffer.getvalue(), "review.pptx")
     assert parsed.title == "Quarterly review"
     assert parsed.body == ("# Quarterly review\n\n## Slide 1\n\n"
-                           "\\# not a heading &lt;img src=x onerror=alert(1)> &#91;x](javascript:alert(1))\n")
+                           "\\# not a heading &lt;img src=x onerror=alert(1)> &#91;x](javascript:alert(1))\n\n"
+                           "A shape with no geometry\n")
 
 
 # ----- Excel -----

@@ -14,6 +14,7 @@ from sqlalchemy import select
 from rag.ingest.formats import FileTooComplex, UnreadableFile, parse_here
 from rag.ingest.formats import mail as mail_format
 from rag.ingest.read import parse_bytes
+from rag.ingest.sandbox import Limits, ParsePool
 from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
 from rag.store.models import Node
@@ -180,6 +181,23 @@ def test_damaged_foreign_and_oversized_mail_is_refused_with_its_reason(monkeypat
     monkeypatch.setattr(mail_format, "MAX_CHARS", 1000)
     with pytest.raises(FileTooComplex, match=r"\(characters: more than 1,000 characters of text\)"):
         parse_here(bytes(message("Long", "\n\n".join(LEAVE))), "long.eml")
+
+
+def test_hostile_mail_is_stopped_by_its_bounds_in_a_worker() -> None:
+    """100,000 MIME parts in 3.6 MB (the email package alone takes ~40 s of CPU to build them: with
+    10 s of CPU the worker would stop on `time`, so `parts` says they were counted on the bytes
+    first), and multiparts nested 999 deep."""
+    parts = b"".join(b"--b\r\nContent-Type: text/plain\r\n\r\nline %d\r\n" % i for i in range(100_000))
+    many = (b"From: a@example.org\r\nSubject: parts\r\nMIME-Version: 1.0\r\n"
+            b"Content-Type: multipart/mixed; boundary=b\r\n\r\n" + parts + b"--b--\r\n")
+    deep = b"From: a@example.org\r\nSubject: deep\r\nMIME-Version: 1.0\r\n" + b"".join(
+        b"Content-Type: multipart/mixed; boundary=b%d\r\n\r\n--b%d\r\n" % (i, i) for i in range(999)) + (
+        b"Content-Type: text/plain\r\n\r\nx\r\n" + b"".join(b"--b%d--\r\n" % i for i in reversed(range(999))))
+    with ParsePool(1, Limits(memory_mib=768, cpu_seconds=10, timeout_seconds=60, max_chars=1_000_000)) as pool:
+        for data, name, bound in ((many, "parts.eml", "parts"), (deep, "deep.eml", "depth")):
+            with pytest.raises(FileTooComplex) as caught:
+                pool.parse(data, name)
+            assert caught.value.bound == bound, str(caught.value)
 
 
 def test_ingest_reads_mail_and_refuses_bad_files_by_name(tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ import io
 import re
 
 import pptx
-from pptx.enum.shapes import MSO_SHAPE_TYPE, PP_PLACEHOLDER
+from pptx.enum.shapes import PP_PLACEHOLDER
+from pptx.shapes.group import GroupShape
 
 from rag.ingest.formats import UnreadableFile, too_complex
 from rag.ingest.formats.markdown import escape_block, escape_text
@@ -110,7 +111,7 @@ def _shapes(shapes, depth: int = 0) -> list:
     ordered = sorted(shapes, key=_position)  # stable: shapes at one position keep the file's order
     found = []
     for shape in ordered:
-        if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
+        if isinstance(shape, GroupShape):  # (shape_type raises for a shape with no geometry)
             if depth < _MAX_GROUP_DEPTH:
                 found.extend(_shapes(shape.shapes, depth + 1))
             continue
