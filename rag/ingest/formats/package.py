@@ -11,7 +11,8 @@ refused in a pass over its bytes rather than after minutes of the library's time
 with another namespace prefix escapes the count, not the parse worker's bounds of time and memory
 (rag/ingest/sandbox.py), nor a format's own count as it reads.
 
-A password-protected Office file is no zip at all: Office encrypts the whole package into an OLE
+A file saved as Strict Open XML (ISO 29500 Strict: other namespaces, which the libraries do not
+read) is refused naming that form. A password-protected Office file is no zip at all: Office encrypts the whole package into an OLE
 compound file (an `EncryptedPackage` stream beside the key data), so it is recognised by that
 container and refused in words that say so.
 """
@@ -29,6 +30,9 @@ _STEP = 1 << 20
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _ENCRYPTED_STREAM = "EncryptedPackage".encode("utf-16-le")
 _OFFICE = {".docx", ".pptx", ".xlsx"}  # the formats Office encrypts into an OLE container
+# ISO 29500 Strict's namespaces, which python-docx, python-pptx and openpyxl do not know (they would
+# read no text at all): an Office "Strict Open XML" file is refused saying so.
+_STRICT = b"http://purl.oclc.org/ooxml/"
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,11 @@ def check_package(data: bytes, package: Package,
             names = archive.namelist()
             if package.main not in names:
                 raise UnreadableFile(f"not {package.a} (a zip file without {package.main})")
+            if package.suffix in _OFFICE:
+                with archive.open(package.main) as main:
+                    if _STRICT in main.read(4096):  # the root element's namespaces
+                        raise UnreadableFile(f"{package.a} saved as Strict Open XML, which this service does not "
+                                             f"read; save it as an ordinary {package.suffix} file to ingest it")
             expanded = 0
             for member in members:
                 expanded = _expand(archive, member, expanded, package, tally_for(member.filename))
