@@ -223,6 +223,10 @@ def test_a_mailbox_syncs_by_uid_and_a_new_uidvalidity_makes_no_duplicate(dovecot
         assert [h.source for h in hits].count(docs_label(docs, reply.id)) >= 1
         assert len({h.source_id for h in hits if "240 annual leave hours" in h.text}) == 1  # one document says it
 
+        dovecot.mark()
+        _, fifth = svc.sync_source(ADMIN, "team-mail")  # the kept versions followed the documents to their new UIDs
+        assert len(fifth.unchanged) == 4 and not (fifth.added or fifth.moved) and dovecot.fetched() == (0, 0)
+
 
 def docs_label(docs: dict[str, Node], node_id: str) -> str:
     return next(label for label, node in docs.items() if node.id == node_id)
