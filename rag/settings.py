@@ -279,7 +279,7 @@ class ParseSettings(BaseModel):
     ocr_seconds: float = Field(
         600.0, gt=0, le=86_400,
         description="Seconds OCR may take on one file, its pages' rendering included; a PDF or image gets these on "
-        "top of `timeout_seconds` (a 300-dpi page takes ~1.5 s).",
+        "top of `timeout_seconds` (a dense 300-dpi page takes ~2 s of CPU).",
     )
 
     @property

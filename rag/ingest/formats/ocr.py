@@ -19,8 +19,9 @@ limit (RLIMIT_AS), and gets its own:
   wall-clock bound), so no tesseract outlives the parse that started it.
 
 A file's OCR has its own time (`seconds`), beside the worker's: the pool gives a file that may be
-OCR'd (`may_read`) `timeout_seconds + seconds` of wall clock, since 180 s would hold only ~100
-pages at the ~1.5 s a 300-dpi page takes here, while every other file keeps the shorter bound.
+OCR'd (`may_read`) `timeout_seconds + seconds` of wall clock, since 180 s would hold only ~90
+pages at the ~2 s of CPU a dense 300-dpi page takes here (NIST SP 800-63B pages 20-29: 1.97 s
+each in tesseract, 0.14 s in the worker), while every other file keeps the shorter bound.
 
 The TSV gives each word a confidence (0-100). A page whose mean word confidence is under
 `LOW_CONFIDENCE` is named in a warning: measured on page 22 of NIST SP 800-63B, degraded, a mean
