@@ -6,7 +6,9 @@ folder and its version the SHA-256 of its bytes, so a file is unchanged while it
 touched file is not read again, and an edit made through the API to its document survives until
 the file itself changes). It never opens anything else, and says so: a link that leaves the folder
 (or is broken) is a failure; a hidden name, a link to a directory (never followed, so no loop), a
-FIFO, socket or device, and any other suffix are skipped with the reason.
+FIFO, socket or device, a file that looks like a secret (a key, credentials, an environment file,
+text holding a private key: rag/ingest/formats/code.py) and any other suffix are skipped with the
+reason.
 
 Listing reads each file once to hash it; fetching reads it again and checks it is still the file
 the walk found (a file swapped for a FIFO or another file in between is not read).
@@ -21,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from rag.ingest.formats import supported_suffixes
+from rag.ingest.formats import BINARY_PARSERS, supported_suffixes
+from rag.ingest.formats.code import secret_reason
 from rag.sources.base import Connector, Fetched, Item, ItemFailed, SourceConfig, SourceUnavailable
 
 HIDDEN = "a hidden name (it starts with a dot)"
@@ -130,6 +133,9 @@ def discover(root: Path) -> Iterator[Item | _Found]:
 
 def _file(root: Path, path: Path) -> Item | _Found:
     rel = path.relative_to(root).as_posix()
+    secret = secret_reason(path.name)  # .env, id_rsa, *.pem, credentials.json: said, never read
+    if secret:
+        return _entry(rel, skip=secret)
     if path.name.startswith("."):
         return _entry(rel, skip=HIDDEN)
     if path.suffix.lower() not in supported_suffixes():
@@ -178,6 +184,10 @@ class FolderConnector(Connector):
                 continue
             except (OSError, ValueError) as exc:
                 yield _entry(found.rel, failed=_message(exc))
+                continue
+            secret = None if found.path.suffix.lower() in BINARY_PARSERS else secret_reason(found.path.name, data)
+            if secret:  # a text or code file holding a private key
+                yield _entry(found.rel, skip=secret)
                 continue
             self._found[found.rel] = (found, None)
             yield Item(id=found.rel, version=hashlib.sha256(data).hexdigest(), filename=found.path.name,

@@ -51,6 +51,7 @@ BINARY_PARSERS: dict[str, str] = {
     ".htm": "rag.ingest.formats.html:parse_html", ".docx": "rag.ingest.formats.docx:parse_docx",
     ".webpage": "rag.ingest.formats.webpage:parse_webpage",
     ".eml": "rag.ingest.formats.mail:parse_eml", ".mbox": "rag.ingest.formats.mail:parse_mbox",
+    ".epub": "rag.ingest.formats.epub:parse_epub", ".ipynb": "rag.ingest.formats.notebook:parse_notebook",
     ".pptx": "rag.ingest.formats.pptx:parse_pptx", ".xlsx": "rag.ingest.formats.spreadsheet:parse_xlsx",
     ".csv": "rag.ingest.formats.spreadsheet:parse_csv", ".tsv": "rag.ingest.formats.spreadsheet:parse_tsv",
 }
@@ -71,7 +72,9 @@ def binary_parser(suffix: str) -> Callable[[bytes, str], ParsedDocument] | None:
 
 def supported_suffixes() -> set[str]:
     """The suffixes of files a folder walk reads."""
-    return (TEXT_FORMATS | set(BINARY_PARSERS)) - INTERNAL_SUFFIXES
+    from rag.ingest.formats.code import LANGUAGES  # here: that module builds on this one
+
+    return (TEXT_FORMATS | set(BINARY_PARSERS) | set(LANGUAGES)) - INTERNAL_SUFFIXES
 
 
 def decode_text(data: bytes) -> str:
@@ -97,4 +100,8 @@ def parse_here(data: bytes, filename: str, fallback_title: str | None = None) ->
         return parser(data, title)
     if suffix in TEXT_FORMATS:
         return parse_file_text(decode_text(data), suffix, title)
+    from rag.ingest.formats import code  # source code and config: text, never cleaned as prose
+
+    if suffix in code.LANGUAGES:
+        return code.parse_code(data, name.name, decode_text(data))
     raise UnreadableFile(f"an unsupported file type ({suffix or 'no extension'})")
