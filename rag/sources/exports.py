@@ -47,7 +47,7 @@ from rag.sources.base import (
 _STEP = 1 << 16
 _BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _DIRECTORY_ENTRY_BYTES = 46 + 1024  # a directory entry's fixed part and room for its name and extras
-_CODE_SKIP = "code and config files are read once the formats issue (32) lands"
+_CODE_SKIP = "a code or config file of a kind ingest does not read (its suffix is not in the formats list)"
 _CODE_SUFFIXES = {
     ".py", ".js", ".ts", ".tsx", ".jsx", ".java", ".go", ".rs", ".c", ".h", ".cpp", ".hpp", ".cs", ".rb",
     ".php", ".sh", ".sql", ".json", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".xml", ".css", ".kt", ".swift",

@@ -37,6 +37,7 @@ from urllib.parse import quote, unquote, urlsplit
 from pydantic import Field, field_validator
 
 from rag.ingest.formats import supported_suffixes
+from rag.ingest.formats.code import secret_reason
 from rag.sources.addresses import AddressRefused, resolve
 from rag.sources.base import Connector, Fetched, Item, ItemFailed, SourceConfig, SourceUnavailable, SyncContext
 from rag.sources.globs import Globs
@@ -44,7 +45,7 @@ from rag.sources.gitrun import Git, GitFailed, basic_pair, find_git, git_env
 
 log = logging.getLogger(__name__)
 
-SKIP_CODE = "code and config files are read once the formats issue (32) lands"
+SKIP_CODE = "a code or config file of a kind ingest does not read (its suffix is not in the formats list)"
 SKIP_OTHER = "not a file type ingest reads"
 SKIP_SUBMODULE = "a Git submodule: the repository it points at is not followed"
 SKIP_LINK = "a symbolic link: only the files themselves are read"
@@ -479,6 +480,9 @@ def _skip(entry: _Entry, pointers: set[str]) -> str | None:
         return SKIP_LINK
     name = PurePosixPath(entry.path).name.lower()
     suffix = PurePosixPath(name).suffix
+    secret = secret_reason(name)  # .env, keys, credentials.json: never fetched
+    if secret:
+        return secret
     if suffix in supported_suffixes() and name not in CODE_AND_CONFIG_NAMES:
         return SKIP_LFS if entry.oid in pointers else None
     if suffix in CODE_AND_CONFIG or name in CODE_AND_CONFIG_NAMES or name in CODE_AND_CONFIG:

@@ -80,7 +80,7 @@ _DEFAULT_TEMPLATE = "{endpoint}/{bucket}/{key}"
 _PAGE_SIZE = 1000
 _CHUNK = 64 * 1024
 
-_CODE_SKIP = "code and config files are read once the formats issue (32) lands"
+_CODE_SKIP = "a code or config file of a kind ingest does not read (its suffix is not in the formats list)"
 _CODE_SUFFIXES = frozenset(
     ".py .pyi .ipynb .js .mjs .cjs .ts .tsx .jsx .java .kt .kts .scala .go .rs .c .h .cc .cpp .hpp .cs .rb .php "
     ".swift .m .sh .bash .zsh .ps1 .bat .sql .r .lua .pl .vue .svelte .css .scss .json .jsonl .yaml .yml .toml "

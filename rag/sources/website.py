@@ -168,7 +168,7 @@ def _complete(state: Mapping[str, Any] | None) -> bool:
 
 def _skip_reason(suffix: str, content_type: str = "") -> str:
     if suffix in _CODE_SUFFIXES:
-        return "code and config files are read once the formats issue (32) lands"
+        return "a code or config file of a kind ingest does not read (its suffix is not in the formats list)"
     if suffix == ".csv" or content_type == "text/csv":
         return "CSV files are read once the formats issue (32) lands"
     return f"a file type this service does not read ({suffix or content_type or 'unknown'})"

@@ -77,10 +77,10 @@ def test_lists_and_fetches_pages_and_a_pdf(s3):
         assert sync.label == f"{name}/uv/concepts/projects/sync.md"
         assert sync.url == f"{s3.url}/{name}/uv/concepts/projects/sync.md"
         assert items["uv/index.md"].path == ()
-        assert items["uv/tools/sync.py"].skip == "code and config files are read once the formats issue (32) lands"
+        assert items["uv/tools/sync.py"].skip is None  # code (rag/ingest/formats/code.py)
         assert items["uv/tables/people.csv"].skip is None  # a sheet (rag/ingest/formats/spreadsheet.py)
         taken = [item for item in items.values() if item.skip is None]
-        assert len(taken) == len(PAGES) + 2
+        assert len(taken) == len(PAGES) + 3
 
         with ThreadPoolExecutor(4) as pool:  # the engine fetches from several threads at once
             fetched = dict(zip([i.id for i in taken], pool.map(lambda i: source.fetch(i, None), taken)))
@@ -269,15 +269,13 @@ def test_rag_source_syncs_a_bucket_end_to_end(s3, tmp_path):
     assert s3.secret not in added.stdout + added.stderr
 
     first = sync(home, env)
-    assert (first["added"], first["failed"], first["skipped"], first["error"]) == (4, 0, 1, None)
-    assert first["skips"] == [{"item": f"{name}/uv/scripts/build.sh",
-                               "reason": "code and config files are read once the formats issue (32) lands"}]
+    assert (first["added"], first["failed"], first["skipped"], first["error"]) == (5, 0, 0, None)  # build.sh: code
 
     client.put_object(Bucket=name, Key="uv/guides/tools.md",
                       Body=b"# Tools\n\nThe uv tool command runs the zebra-striped ferret linter.\n")
     client.delete_object(Bucket=name, Key="uv/concepts/cache.md")
     second = sync(home, env)
-    assert (second["added"], second["updated"], second["removed"], second["unchanged"]) == (0, 1, 1, 2)
+    assert (second["added"], second["updated"], second["removed"], second["unchanged"]) == (0, 1, 1, 3)
 
     found = rag_env(home, env, "search", "zebra-striped ferret linter", "--kb", "uv", "--json")
     assert found.returncode == 0, found.stderr
@@ -292,7 +290,7 @@ def test_rag_source_syncs_a_bucket_end_to_end(s3, tmp_path):
     assert answer["sources"][0]["url"] == f"{s3.url}/{name}/uv/guides/tools.md"
 
     third = sync(home, env)
-    assert (third["added"], third["updated"], third["removed"], third["unchanged"]) == (0, 0, 0, 3)
+    assert (third["added"], third["updated"], third["removed"], third["unchanged"]) == (0, 0, 0, 4)
 
 
 def sync(home: Path, env: dict[str, str]) -> dict:

@@ -74,8 +74,9 @@ def test_an_access_key_id_and_a_secret_go_together():
 
 def test_skip_reasons():
     assert skip_reason("guide.md") is None and skip_reason("report.PDF") is None
-    assert skip_reason("deploy.yaml") == "code and config files are read once the formats issue (32) lands"
-    assert skip_reason("Makefile") == "code and config files are read once the formats issue (32) lands"
+    assert skip_reason("deploy.yaml") is None  # config (rag/ingest/formats/code.py)
+    assert skip_reason("Makefile") == "a code or config file of a kind ingest does not read (its suffix is not in " \
+        "the formats list)"
     assert skip_reason("people.csv") is None and skip_reason("people.tsv") is None  # read as sheets
     assert skip_reason("photo.jpg") == "the .jpg format is not read by this service"
     assert skip_reason("LICENSE") == "a file without a suffix: its format is unknown"
