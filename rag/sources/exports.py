@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
-from rag.ingest.formats import supported_suffixes
+from rag.ingest.formats import document_suffixes
 from rag.sources.base import (
     Connector, Fetched, FetchLimits, Item, ItemFailed, SourceConfig, SourceUnavailable, SyncContext,
 )
@@ -95,7 +95,7 @@ class Member:
 def skip_reason(filename: str) -> str | None:
     """None for a format the parsers read, else why an attachment of this name is listed but not taken."""
     suffix = PurePosixPath(filename).suffix.lower()
-    if suffix in supported_suffixes():
+    if suffix in document_suffixes():
         return None
     if suffix in _CODE_SUFFIXES:
         return _CODE_SKIP

@@ -28,7 +28,7 @@ from rag.ingest.formats.code import secret_reason
 from rag.sources.base import Connector, Fetched, Item, ItemFailed, SourceConfig, SourceUnavailable
 
 HIDDEN = "a hidden name (it starts with a dot)"
-NOT_READ = "not a file type ingest reads (Markdown, text, PDF, HTML, Word)"
+NOT_READ = "not a file type ingest reads (its formats: docs/service.md)"
 
 
 class FolderConfig(SourceConfig):

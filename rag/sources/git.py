@@ -36,7 +36,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from pydantic import Field, field_validator
 
-from rag.ingest.formats import supported_suffixes
+from rag.ingest.formats import IMAGE_SUFFIXES, SKIP_IMAGE, document_suffixes
 from rag.ingest.formats.code import secret_reason
 from rag.sources.addresses import AddressRefused, resolve
 from rag.sources.base import Connector, Fetched, Item, ItemFailed, SourceConfig, SourceUnavailable, SyncContext
@@ -378,7 +378,7 @@ class GitConnector(Connector):
 
     def _lfs_pointers(self, entries: list[_Entry]) -> set[str]:
         """The blob ids among the small files the parsers would read that are Git LFS pointers."""
-        suffixes = supported_suffixes()
+        suffixes = document_suffixes()
         small = sorted({entry.oid for entry in entries if entry.type == "blob" and entry.mode != "120000"
                         and entry.size is not None and entry.size < _LFS_MAX
                         and PurePosixPath(entry.path).suffix.lower() in suffixes})
@@ -483,8 +483,10 @@ def _skip(entry: _Entry, pointers: set[str]) -> str | None:
     secret = secret_reason(name)  # .env, keys, credentials.json: never fetched
     if secret:
         return secret
-    if suffix in supported_suffixes() and name not in CODE_AND_CONFIG_NAMES:
+    if suffix in document_suffixes() and name not in CODE_AND_CONFIG_NAMES:
         return SKIP_LFS if entry.oid in pointers else None
+    if suffix in IMAGE_SUFFIXES:
+        return SKIP_IMAGE
     if suffix in CODE_AND_CONFIG or name in CODE_AND_CONFIG_NAMES or name in CODE_AND_CONFIG:
         return SKIP_CODE
     return SKIP_OTHER

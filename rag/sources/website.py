@@ -55,7 +55,7 @@ import lxml.html
 from lxml import etree
 from pydantic import Field, field_validator, model_validator
 
-from rag.ingest.formats import supported_suffixes
+from rag.ingest.formats import document_suffixes
 from rag.sources.base import Connector, Fetched, Item, ItemFailed, NotModified, SourceConfig, SourceUnavailable
 from rag.sources.http import Bounds, FetchFailed, HttpFetcher, Response
 
@@ -78,7 +78,7 @@ _STATE_FILE = "website-listing.json"  # in the source's workdir: what the last l
 
 def _file_suffixes() -> set[str]:
     """What a linked file may be: whatever the parsers read, but HTML, which is a page here."""
-    return supported_suffixes() - {".html", ".htm"}
+    return document_suffixes() - {".html", ".htm"}
 
 
 def _checked_url(value: str, what: str) -> str:

@@ -73,12 +73,14 @@ def test_reingest_changes_only_what_changed(svc, admin, small_tree: Path):
 def test_bad_files_get_clear_messages_and_the_rest_goes_on(svc, admin, small_tree: Path):
     (small_tree / "binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
     (small_tree / "latin1.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))
-    (small_tree / "picture.png").write_bytes(b"\x89PNG")
+    (small_tree / "picture.png").write_bytes(b"\x89PNG")  # an image is read by OCR: this one is damaged
+    (small_tree / "drawing.svg").write_text("<svg/>")
     report = svc.ingest_directory(admin, small_tree)
     failed = dict(report.failed)
     assert failed["binary.md"] == "a binary file, not text"
     assert failed["latin1.txt"].startswith("not UTF-8 text")
-    assert dict(report.skipped)["picture.png"] == "not a file type ingest reads (Markdown, text, PDF, HTML, Word)"
+    assert failed["picture.png"] == "not a PNG image (its content does not match the file's extension)"
+    assert dict(report.skipped)["drawing.svg"] == "not a file type ingest reads (its formats: docs/service.md)"
     assert len(report.added) == 5
 
 

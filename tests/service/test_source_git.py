@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from rag.ingest.formats import SKIP_IMAGE
 from rag.sources.base import FetchLimits, ItemFailed, SourceUnavailable, SyncContext
-from rag.sources.git import (SKIP_CODE, SKIP_LFS, SKIP_LINK, SKIP_OTHER, SKIP_SUBMODULE, Config,
+from rag.sources.git import (SKIP_CODE, SKIP_LFS, SKIP_LINK, SKIP_SUBMODULE, Config,
                              GitConnector)
 from rag.sources.globs import Globs
 from rag.sources.registry import connector_class
@@ -73,7 +74,7 @@ def test_first_sync_lists_every_file_with_its_blob_and_reason(origin: GitRepo, t
         assert connector.fetch(item, None).data == (UV_PAGES / page).read_bytes()
     assert items["tools/build.py"].skip is None and items["mkdocs.yml"].skip is None  # code and config
     assert items["Makefile"].skip == SKIP_CODE
-    assert items["assets/logo.png"].skip == SKIP_OTHER
+    assert items["assets/logo.png"].skip == SKIP_IMAGE  # a picture beside the text: not OCR'd
     assert items["assets/manual.pdf"].skip == SKIP_LFS
     assert items["latest.md"].skip == SKIP_LINK
     assert items["vendor/theme"].skip == SKIP_SUBMODULE
@@ -296,7 +297,7 @@ def test_fetches_from_several_threads_at_once(origin: GitRepo, tmp_path: Path):
     taken = [item for item in connector.items() if item.skip is None] * 4
     with ThreadPoolExecutor(max_workers=4) as pool:
         bodies = list(pool.map(lambda item: connector.fetch(item, None).data, taken))
-    assert bodies == [(UV_PAGES / item.id).read_bytes() for item in taken]
+    assert bodies == [(origin.work / item.id).read_bytes() for item in taken]
 
 
 def test_a_fetch_killed_midway_leaves_no_lock_that_stops_the_next(origin: GitRepo, tmp_path: Path):

@@ -78,5 +78,6 @@ def test_skip_reasons():
     assert skip_reason("Makefile") == "a code or config file of a kind ingest does not read (its suffix is not in " \
         "the formats list)"
     assert skip_reason("people.csv") is None and skip_reason("people.tsv") is None  # read as sheets
-    assert skip_reason("photo.jpg") == "the .jpg format is not read by this service"
+    assert skip_reason("scan.jpg") is None  # a bucket may hold scans: read by OCR
+    assert skip_reason("diagram.svg") == "the .svg format is not read by this service"
     assert skip_reason("LICENSE") == "a file without a suffix: its format is unknown"

@@ -70,11 +70,25 @@ def binary_parser(suffix: str) -> Callable[[bytes, str], ParsedDocument] | None:
     return getattr(import_module(module), function)
 
 
+# Pictures, read through OCR (rag/ingest/formats/image.py).
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff"}
+# Why a source of documents (a repository, a site, a wiki export) passes a picture by.
+SKIP_IMAGE = ("an image in a repository, site or export illustrates its pages and is not read by OCR "
+              "(ingest or upload a scan to read its text)")
+
+
 def supported_suffixes() -> set[str]:
-    """The suffixes of files a folder walk reads."""
+    """The suffixes of files a folder walk, an upload, a folder or bucket source reads."""
     from rag.ingest.formats.code import LANGUAGES  # here: that module builds on this one
 
     return (TEXT_FORMATS | set(BINARY_PARSERS) | set(LANGUAGES)) - INTERNAL_SUFFIXES
+
+
+def document_suffixes() -> set[str]:
+    """What a source of documents (Git, a website, a Notion or Confluence export) reads: every format
+    but pictures, which there are logos, diagrams and screenshots beside the text (and would cost
+    seconds of OCR each, most of them finding no text)."""
+    return supported_suffixes() - IMAGE_SUFFIXES
 
 
 def decode_text(data: bytes) -> str:
