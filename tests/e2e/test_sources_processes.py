@@ -41,7 +41,7 @@ def _git(root: Path) -> tuple[dict, int]:
 
 
 def _notion(root: Path) -> tuple[dict, int]:
-    return {"path": str(zip_tree(NOTION, root / "notion.zip"))}, 8  # its pages and one attachment
+    return {"path": str(zip_tree(NOTION, root / "notion.zip"))}, 9  # its pages, one attachment, its database (a sheet)
 
 
 def _confluence(root: Path) -> tuple[dict, int]:
