@@ -226,13 +226,23 @@ def _announce(home: Path, url: str) -> str | None:
 def mcp(
     token: Optional[str] = typer.Option(
         None, "--token", envvar="RAG_TOKEN", show_envvar=True,
-        help="The bearer token the tools act with (`rag token create`); default: $RAG_TOKEN.",
+        help="The bearer token the tools act with (`rag token create`); default: $RAG_TOKEN, else the file "
+             "$RAG_TOKEN_FILE names (a mounted secret).",
     ),
 ) -> None:
     """Serve the MCP tools over stdio for one agent (standard output is the protocol; logs go to the log file).
     Beside a running `rag serve`, relay them from the server's /mcp instead."""
+    from rag.config_file import ConfigError, read_secret_file
+
+    try:  # read even beside --token: RAG_TOKEN and RAG_TOKEN_FILE both set is a mistake said at once
+        mounted = read_secret_file("RAG_TOKEN_FILE")
+    except ConfigError as exc:
+        _error(str(exc))
+        raise typer.Exit(2) from None
+    token = token if token is not None else mounted
     if not (token or "").strip():  # `export RAG_TOKEN=$(…)` whose command failed leaves it empty
-        _error("no token was given: set RAG_TOKEN or pass --token (make one with `rag token create … --agent`)")
+        _error("no token was given: set RAG_TOKEN or RAG_TOKEN_FILE, or pass --token (make one with "
+               "`rag token create … --agent`)")
         raise typer.Exit(2)
     home, embedded = configured_home()
     server = running_server(home) if embedded else None

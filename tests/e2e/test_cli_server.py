@@ -244,9 +244,19 @@ def test_the_server_stopped_the_cli_opens_the_store_again(served):
 
 
 def test_rag_mcp_without_a_token_says_none_was_given(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "RAG_TOKEN"}
-    for extra in ({}, {"RAG_TOKEN": ""}):
+    env = {k: v for k, v in os.environ.items() if k not in ("RAG_TOKEN", "RAG_TOKEN_FILE")}
+    (tmp_path / "empty").write_text("\n")
+    missing = tmp_path / "no-such-file"
+    said = {
+        "": "error: no token was given: set RAG_TOKEN or RAG_TOKEN_FILE, or pass --token",
+        "RAG_TOKEN=": "error: no token was given: set RAG_TOKEN or RAG_TOKEN_FILE, or pass --token",
+        f"RAG_TOKEN_FILE={tmp_path / 'empty'}": "error: no token was given",
+        f"RAG_TOKEN_FILE={missing}": f"error: RAG_TOKEN_FILE: the file {missing} does not exist",
+        f"RAG_TOKEN=x RAG_TOKEN_FILE={missing}": "error: both RAG_TOKEN and RAG_TOKEN_FILE are set: set one of them",
+    }
+    for settings, message in said.items():
+        extra = dict(pair.split("=", 1) for pair in settings.split())
         result = subprocess.run([sys.executable, "-m", "rag.cli", "mcp"], capture_output=True, text=True,
                                 env=env | extra | {"RAG_HOME": str(tmp_path)}, stdin=subprocess.DEVNULL, timeout=120)
-        assert result.returncode == 2 and result.stdout == ""
-        assert result.stderr.startswith("error: no token was given: set RAG_TOKEN or pass --token")
+        assert result.returncode == 2 and result.stdout == "", settings
+        assert result.stderr.startswith(message), (settings, result.stderr)

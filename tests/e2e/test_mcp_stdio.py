@@ -89,10 +89,13 @@ def test_the_inspector_lists_the_tools_and_calls_one(home):
     assert asked["isError"] is False and asked["structuredContent"]["results"] == []  # docs/mcp.md's call; no documents
 
 
-def test_the_sdk_stdio_client_drives_rag_mcp(home):
+def test_the_sdk_stdio_client_drives_rag_mcp(home, tmp_path):
     path, secret = home
+    mounted = tmp_path / "token"  # the token as a mounted secret: RAG_TOKEN_FILE
+    mounted.write_text(secret + "\n")
     server = StdioServerParameters(command=RAG, args=["mcp"], env={
-        "RAG_HOME": str(path), "RAG_TOKEN": secret, "RAG_EMBED_CACHE": os.environ["RAG_EMBED_CACHE"], **PASSED_ON})
+        "RAG_HOME": str(path), "RAG_TOKEN_FILE": str(mounted), "RAG_EMBED_CACHE": os.environ["RAG_EMBED_CACHE"],
+        **PASSED_ON})
 
     async def main():
         async with Client(server) as client:
