@@ -20,12 +20,13 @@ import pytest
 
 from rag.api.sse import STOPPED
 from rag.commands import INGEST_STOPPED
-from rag.service import KnowledgeService
+from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
 
 from ..support.api_support import STARTER_QUESTION, one_page_store
 from ..support.llm_server import Drip, LLMServer
 from ..support.processes import free_port, wait_for_health
+from ..support.sources_e2e import query
 
 QUESTION = STARTER_QUESTION
 BOUND_S = 5
@@ -144,3 +145,50 @@ def test_sigterm_stops_a_relayed_ingest_between_files_and_running_it_again_finis
     summary = json.loads(again.stdout)
     assert summary["added"] + summary["unchanged"] == 400 and summary["unchanged"] > 0 and summary["failed"] == 0
     assert summary["added"] > 0  # the first run had stopped part of the way
+
+
+def test_sigterm_leaves_queued_publishes_for_the_next_start_which_finishes_them(tmp_path) -> None:
+    """40 drafts published over HTTP (each answered 202-like `publishing` at once, the work queued),
+    then SIGTERM: the process exits within its bound without finishing the queue, the versions it
+    did not reach stay `publishing` (none lost, none half-indexed), and the next start publishes
+    every one exactly once."""
+    home = tmp_path / "home"
+    pages = {f"Page {n}": f"# Page {n}\n\n" + "\n\n".join(
+        f"Paragraph {p} of page {n}: the code word is kiwi{n:03d}{p} and the office opens at {p} am." for p in range(30))
+        for n in range(40)}
+    with KnowledgeService(Settings(home=home)) as svc:
+        svc.ensure_workspace("default")
+        admin = Principal.local_admin("default")
+        root = svc.knowledge_base(admin, "default").root_id
+        drafts = [svc.create_document(admin, root, name, body).node_id for name, body in pages.items()]
+        secret = svc.create_token("default", "admin", ["knowledge:write"], "all")[0]
+    server, url = serve(home)
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"}, timeout=60) as client:
+            for node in drafts:
+                answer = client.post(f"/v1/documents/{node}/versions/1/publish")
+                assert answer.status_code < 300 and answer.json()["status"] == "publishing", answer.text
+        stopped_at = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        server.wait(BOUND_S + 30)
+        took = time.monotonic() - stopped_at
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert server.returncode == 0, server.communicate()[1][-3000:]
+    assert took < BOUND_S + 10  # within its bound: the queue is not worked through first
+    statuses = dict(query(home / "rag.db", "SELECT status, count(*) FROM document_versions GROUP BY status"))
+    assert statuses.get("publishing", 0) > 0 and sum(statuses.values()) == len(drafts), statuses  # left queued
+    with KnowledgeService(Settings(home=home)) as svc:  # its start finishes them
+        assert svc.wait_for_publishing(600)
+        admin = Principal.local_admin("default")
+        for node in drafts:
+            assert [(v.number, v.status) for v in svc.versions(admin, node)] == [(1, "published")]
+    # each version indexed once: no chunk left of an interrupted attempt, none twice
+    assert query(home / "rag.db", """SELECT count(*), count(DISTINCT c.version_id || ':' || c.ordinal)
+        FROM chunks c JOIN document_versions v ON v.id = c.version_id WHERE v.status = 'published'""")[0] == \
+        query(home / "rag.db", "SELECT count(*), count(*) FROM chunks")[0]
+    with KnowledgeService(Settings(home=home)) as svc:
+        admin = Principal.local_admin("default")
+        hits = svc.search(admin, "the code word is kiwi0395", 1).hits
+        assert hits and hits[0].title == "Page 39"
