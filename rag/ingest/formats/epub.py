@@ -27,7 +27,7 @@ import lxml.html
 from lxml import etree
 
 from rag.ingest.formats import UnreadableFile, too_complex
-from rag.ingest.formats.html import _main, _Writer, decode_html
+from rag.ingest.formats.html import MarkdownWriter, decode_html, main_element
 from rag.ingest.formats.markdown import escape_text
 from rag.ingest.formats.package import Package, check_package
 from rag.ingest.parse import ParsedDocument, with_title
@@ -154,9 +154,9 @@ def _blocks(data: bytes) -> tuple[list[str], str]:
             element.drop_tree()
     for header in root.iter("header"):  # a chapter's header holds its heading: kept, not dropped as a page's
         header.tag = "div"
-    writer = _Writer()
+    writer = MarkdownWriter()
     try:
-        writer.walk(_main(root))
+        writer.walk(main_element(root))
     except RecursionError:
         raise UnreadableFile("an EPUB book with a chapter nested too deeply to read") from None
     return writer.blocks, chapter_title

@@ -72,7 +72,9 @@ def _clean(text: str) -> str:
     return " ".join(text.split())
 
 
-class _Writer:
+class MarkdownWriter:
+    """An HTML element tree walked into Markdown blocks (the EPUB reader walks its chapters with it)."""
+
     def __init__(self) -> None:
         self.blocks: list[str] = []
 
@@ -149,7 +151,8 @@ class _Writer:
         return "\n\n".join(self.blocks)
 
 
-def _main(root):
+def main_element(root):
+    """The element holding a page's main content: its one <main>, <article> or role=main, else <body>."""
     for path in ("//main", "//article", "//*[@role='main']"):
         found = root.xpath(path)
         if len(found) == 1:
@@ -176,9 +179,9 @@ def parse_html(data: bytes, fallback_title: str) -> ParsedDocument:
     for element in root.xpath("//*[@aria-hidden='true' or @hidden or @role='navigation']"):
         if element.getparent() is not None:
             element.drop_tree()
-    writer = _Writer()
+    writer = MarkdownWriter()
     try:
-        writer.walk(_main(root))
+        writer.walk(main_element(root))
     except RecursionError:
         raise UnreadableFile("an HTML page nested too deeply to read") from None
     content = writer.markdown()
