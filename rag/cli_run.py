@@ -54,8 +54,25 @@ def _settings() -> Settings:
     try:
         return Settings()
     except Exception as exc:  # noqa: BLE001 - a configuration error is the user's to fix
-        _error(f"invalid configuration: {exc}")
+        _error(f"invalid configuration: {configuration_problem(exc)}")
         raise typer.Exit(2) from None
+
+
+def configuration_problem(exc: Exception) -> str:
+    """A settings error on one line: each bad setting by its path and its variable, and what is wrong
+    with it; never the value given (it may be a secret), never pydantic's links."""
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError):
+        return str(exc)
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False):
+        path = [str(part) for part in error["loc"]]
+        where = ".".join(path)
+        variable = "RAG_" + "__".join(path).upper() if path else ""
+        named = f"{where} ({variable})" if where else "the settings"
+        problems.append(f"{named}: {error['msg'][:1].lower()}{error['msg'][1:]}")
+    return "; ".join(problems)
 
 
 @contextmanager

@@ -229,3 +229,11 @@ def test_a_bad_config_stops_every_command_with_one_line_and_exit_code_2(tmp_path
     both = rag(*command, env={"RAG_LLM__API_KEY": API_KEY, "RAG_LLM__API_KEY_FILE": str(tmp_path / "key")})
     assert both.returncode == 2 and "Traceback" not in both.stderr and API_KEY not in both.stderr
     assert "both RAG_LLM__API_KEY and RAG_LLM__API_KEY_FILE are set" in both.stderr
+    # Values of the wrong kind, from the file and from a variable: one line, each setting named by its
+    # path and its variable, no value repeated (it may be a secret), no pydantic links.
+    config = write(tmp_path / "kinds.toml", '[retrieve]\nexcerpt_chars = "sk-not-a-number"\n')
+    wrong = rag("--config", str(config), *command, env={"RAG_HTTP__PING_SECONDS": "-3"})
+    assert wrong.returncode == 2 and wrong.stderr == (
+        "error: invalid configuration: http.ping_seconds (RAG_HTTP__PING_SECONDS): input should be greater "
+        "than 0; retrieve.excerpt_chars (RAG_RETRIEVE__EXCERPT_CHARS): input should be a valid integer, unable to "
+        "parse string as an integer\n")
