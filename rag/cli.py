@@ -222,6 +222,9 @@ def _announce(home: Path, url: str) -> str | None:
         return None
 
 
+TOKEN_FILE = "RAG_TOKEN_FILE"  # `rag mcp`'s token as a mounted secret: the file this variable names
+
+
 @app.command()
 def mcp(
     token: Optional[str] = typer.Option(
@@ -235,7 +238,7 @@ def mcp(
     from rag.config_file import ConfigError, read_secret_file
 
     try:  # read even beside --token: RAG_TOKEN and RAG_TOKEN_FILE both set is a mistake said at once
-        mounted = read_secret_file("RAG_TOKEN_FILE")
+        mounted = read_secret_file(TOKEN_FILE)
     except ConfigError as exc:
         _error(str(exc))
         raise typer.Exit(2) from None

@@ -89,7 +89,9 @@ def test_setting_is_documented(variable: str) -> None:
 def _cli_envvars() -> set[str]:
     from rag.cli import app
 
-    names: set[str] = set()
+    from rag.cli import TOKEN_FILE
+
+    names: set[str] = {TOKEN_FILE}  # read by `rag mcp` itself, not by an option
     root = typer.main.get_command(app)  # the options before any command (`rag --config`)
     for command in [root, *(command for _, command in cli_commands())]:
         for param in command.params:
