@@ -140,18 +140,40 @@ class Chunker:
     def _packed(self, body: str, section: _Section, records: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
         """A section of records as (start, stop) windows of whole records up to the chunk size; what
         lies before the first record (its headings) opens the first window. A record over the size
-        alone is a window of its own (the lanes read its start)."""
+        alone is cut by the sentence splitter, as any long text."""
         windows: list[tuple[int, int]] = []
         start, used = section.start, self.tokens(body[section.start:records[0][0]])
         stop = records[0][0]
         for record_start, record_end, _ in records:
+            if stop == start:  # nothing in this window yet: it opens with this record
+                start = stop = record_start
             size = self.tokens(body[record_start:record_end])
             if stop > start and used + size > self.chunk_size and body[start:stop].strip():
                 windows.append((start, stop))
                 start, used = record_start, 0
+            if size > self.chunk_size:  # one record too long for a chunk: cut, its pieces their own
+                windows.extend(self._split(body, start, record_end))
+                start = stop = record_end
+                used = 0
+                continue
             stop, used = record_end, used + size
         if body[start:section.end].strip():
             windows.append((start, section.end))  # the last, with whatever follows the last record
+        return windows
+
+    def _split(self, body: str, start: int, end: int) -> list[tuple[int, int]]:
+        """body[start:end] cut by the sentence splitter: (start, stop) windows of the body."""
+        text = body[start:end]
+        windows = []
+        cursor = 0
+        for piece in self._parsers[1].split_text(text):
+            offset = text.find(piece, cursor)
+            if offset < 0:  # the splitter normalised whitespace: anchor on the piece's start
+                offset = text.find(piece[:40], cursor)
+            if offset < 0:
+                offset = cursor
+            windows.append((start + offset, start + min(len(text), offset + len(piece))))
+            cursor = offset + 1
         return windows
 
     def chunk(self, body: str, pages: "Layout | Sequence[Sequence[int]] | dict[str, Any] | None" = None) -> list[ChunkSpec]:
@@ -179,14 +201,5 @@ class Chunker:
             if records:  # a sheet's records: whole records to a chunk, none cut in two (when one fits)
                 chunks.extend(spec(start, stop, section) for start, stop in self._packed(body, section, records))
                 continue
-            cursor = 0
-            for piece in self._parsers[1].split_text(text):
-                offset = text.find(piece, cursor)
-                if offset < 0:  # the splitter normalised whitespace: anchor on the piece's start
-                    offset = text.find(piece[:40], cursor)
-                if offset < 0:
-                    offset = cursor
-                end = min(len(text), offset + len(piece))
-                chunks.append(spec(section.start + offset, section.start + end, section))
-                cursor = offset + 1
+            chunks.extend(spec(start, stop, section) for start, stop in self._split(body, section.start, section.end))
         return chunks

@@ -82,3 +82,24 @@ def test_the_sources_lines_name_slides_and_sheets() -> None:
     book = Source(2, [hit({"sheet": "Sales", "rows": [2, 9]})])
     lines = sources_text([deck, book]).split("\n")
     assert lines[2] == "    slides: 4, 2" and lines[4] == "    sheet: Sales, rows 2-9"
+
+
+def test_a_record_too_long_for_a_chunk_is_cut_and_the_rest_stay_whole() -> None:
+    short = [f"Region: R{row}; Revenue: {row * 10}" for row in range(2, 12)]
+    long = "Notes: " + " ".join(f"word{n} of the long note." for n in range(400))  # ~2,400 tokens
+    records = short[:5] + [long] + short[5:]
+    body, rows = "# Book\n\n## Sales\n\n", []
+    for row, record in enumerate(records, 2):
+        rows.append((len(body), len(body) + len(record), row))
+        body += record + "\n\n"
+    doc = ParsedDocument("Book", body, pages=[(0, len(body), 1)], unit="sheet", names={1: "Sales"}, rows=rows)
+    chunker = Chunker(chunk_size=120, chunk_overlap=10)
+    chunks = chunker.chunk(body, layout_json(doc))
+    assert all(chunker.tokens(c.text) <= 120 for c in chunks)
+    assert all(body[c.char_start:c.char_end] == c.text for c in chunks)
+    cut = [c for c in chunks if "long note" in c.text]
+    assert len(cut) > 10 and all(c.locator == {"sheet": "Sales", "rows": [7, 7]} for c in cut)
+    whole = [c for c in chunks if "long note" not in c.text and "Region" in c.text]
+    for chunk in whole:  # the short records around it stay whole
+        first, last = chunk.locator["rows"]
+        assert chunk.text.removeprefix("## Sales\n\n").startswith(f"Region: R{first if first < 7 else first - 1};")
