@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from benchmarks import write_json
 from benchmarks.fixture100k import DATASETS
-from benchmarks.ingest_throughput import WARMUP_TEXT, PublishRecorder
+from benchmarks.ingest_throughput import WARMUP_TEXT, ParseTimer, PublishRecorder
 
 ROOT = Path(__file__).resolve().parent.parent
 OFFICE = DATASETS / "office_docs" / "files"
@@ -179,22 +179,11 @@ def parse_only(name: str, folder: Path, repeat: int) -> dict[str, Any]:
 
 
 def ingest(folders: dict[str, Path]) -> list[dict[str, Any]]:
-    import rag.service.sources.engine as ingest_module
     from rag.service import KnowledgeService, Principal
     from rag.settings import Settings
 
     tmp = Path(tempfile.mkdtemp(prefix="rag-formats-bench-"))
     settings = Settings(home=tmp / "home", embed_cache=tmp / "embeddings.sqlite")  # fresh and empty
-    parse = ingest_module.parse_bytes
-    parsing = {"seconds": 0.0}
-
-    def timed_parse(data: bytes, filename: str, fallback_title: str | None = None):
-        started = time.perf_counter()
-        try:
-            return parse(data, filename, fallback_title)
-        finally:
-            parsing["seconds"] += time.perf_counter() - started
-
     rows = []
     try:
         with KnowledgeService(settings) as svc:
@@ -202,10 +191,8 @@ def ingest(folders: dict[str, Path]) -> list[dict[str, Any]]:
             svc.index.open()
             svc.embedder.inner.embed([WARMUP_TEXT] * svc.embedder.inner.batch_size)  # the model, not the cache
             recorder = PublishRecorder(svc.publisher)
-            ingest_module.parse_bytes = timed_parse
-            try:
-                for name, folder in folders.items():
-                    parsing["seconds"] = 0.0
+            for name, folder in folders.items():
+                with ParseTimer() as parsing:
                     recorder.embed_s = {"chunks": 0.0, "sentences": 0.0}
                     started = time.perf_counter()
                     report = svc.ingest_directory(principal, folder, f"bench-{name}")
@@ -213,12 +200,10 @@ def ingest(folders: dict[str, Path]) -> list[dict[str, Any]]:
                     embed = sum(recorder.embed_s.values())
                     rows.append({
                         "format": name, "files": len(report.added), "refused": len(report.failed),
-                        "chunks": report.chunks, "seconds": round(total, 2), "parse_s": round(parsing["seconds"], 2),
-                        "embed_s": round(embed, 2), "parse_share": round(parsing["seconds"] / total, 3),
+                        "chunks": report.chunks, "seconds": round(total, 2), "parse_s": round(parsing.seconds, 2),
+                        "embed_s": round(embed, 2), "parse_share": round(parsing.seconds / total, 3),
                         "embed_share": round(embed / total, 3),
                     })
-            finally:
-                ingest_module.parse_bytes = parse
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rows

@@ -38,6 +38,35 @@ TARGET_RATIO = 0.90
 WARMUP_TEXT = " ".join(["retrieval augmented knowledge base chunk with enough words to fill the model"] * 30)
 
 
+class ParseTimer:
+    """While entered, every parse an ingest makes (`parse_bytes` of rag/service/sources/engine.py) is
+    timed: `seconds` (summed over the parse workers, which run side by side) and `pages` (spans) so far."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.pages = 0
+
+    def __enter__(self) -> "ParseTimer":
+        import rag.service.sources.engine as ingest_module
+
+        self._module, self._parse = ingest_module, ingest_module.parse_bytes
+
+        def timed_parse(data: bytes, filename: str, fallback_title: str | None = None) -> Any:
+            started = time.perf_counter()
+            try:
+                parsed = self._parse(data, filename, fallback_title)
+                self.pages += len(parsed.pages)
+                return parsed
+            finally:
+                self.seconds += time.perf_counter() - started
+
+        ingest_module.parse_bytes = timed_parse
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._module.parse_bytes = self._parse
+
+
 class PublishRecorder:
     """Wraps the publisher's `_embed` and `also_embed`: records every list the publisher embeds, as
     "chunks" or "sentences", with the seconds spent in each (cache lookups + model), and the seconds

@@ -25,7 +25,7 @@ from typing import Any
 
 from benchmarks import write_json
 from benchmarks.fixture100k import DATASETS
-from benchmarks.ingest_throughput import WARMUP_TEXT, PublishRecorder
+from benchmarks.ingest_throughput import WARMUP_TEXT, ParseTimer, PublishRecorder
 
 DEFAULT_FOLDER = DATASETS / "office_docs" / "files" / "pdf"
 
@@ -51,47 +51,31 @@ def parse_only(folder: Path, repeat: int) -> list[dict[str, Any]]:
 
 
 def run(folder: Path) -> dict[str, Any]:
-    import rag.service.sources.engine as ingest_module
     from rag.service import KnowledgeService, Principal
     from rag.settings import Settings
 
     tmp = Path(tempfile.mkdtemp(prefix="rag-pdf-bench-"))
     settings = Settings(home=tmp / "home", embed_cache=tmp / "embeddings.sqlite")  # fresh and empty
     result: dict[str, Any] = {"folder": str(folder), "loadavg_1m_before": round(os.getloadavg()[0], 2)}
-    parse = ingest_module.parse_bytes
-    parsing = {"seconds": 0.0, "pages": 0}
-
-    def timed_parse(data: bytes, filename: str, fallback_title: str | None = None):
-        started = time.perf_counter()
-        try:
-            parsed = parse(data, filename, fallback_title)
-            parsing["pages"] += len(parsed.pages)
-            return parsed
-        finally:
-            parsing["seconds"] += time.perf_counter() - started
-
     try:
         with KnowledgeService(settings) as svc:
             principal = Principal.local_admin("default")
             svc.index.open()
             svc.embedder.inner.embed([WARMUP_TEXT] * svc.embedder.inner.batch_size)  # the model, not the cache
             recorder = PublishRecorder(svc.publisher)
-            ingest_module.parse_bytes = timed_parse
-            try:
+            with ParseTimer() as parsing:
                 started = time.perf_counter()
                 report = svc.ingest_directory(principal, folder, "bench")
                 total = time.perf_counter() - started
-            finally:
-                ingest_module.parse_bytes = parse
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     embed = sum(recorder.embed_s.values())
     result.update({
-        "files_ingested": len(report.added), "files_refused": len(report.failed), "pages": parsing["pages"],
-        "chunks": report.chunks, "seconds": round(total, 2), "parse_s": round(parsing["seconds"], 2),
-        "embed_s": round(embed, 2), "other_s": round(total - parsing["seconds"] - embed, 2),
-        "pages_per_s": round(parsing["pages"] / total, 2),
-        "parse_share": round(parsing["seconds"] / total, 3), "embed_share": round(embed / total, 3),
+        "files_ingested": len(report.added), "files_refused": len(report.failed), "pages": parsing.pages,
+        "chunks": report.chunks, "seconds": round(total, 2), "parse_s": round(parsing.seconds, 2),
+        "embed_s": round(embed, 2), "other_s": round(total - parsing.seconds - embed, 2),
+        "pages_per_s": round(parsing.pages / total, 2),
+        "parse_share": round(parsing.seconds / total, 3), "embed_share": round(embed / total, 3),
         "loadavg_1m_after": round(os.getloadavg()[0], 2),
     })
     return result
