@@ -30,6 +30,7 @@ from rag.service import KnowledgeService, Principal
 from rag.settings import Settings
 
 from ..support.paths import SHARED
+from ..support.processes import processes
 
 OFFICE = SHARED / "datasets" / "office_docs"
 NIST = OFFICE / "files" / "pdf" / "nist-sp-800-63b.pdf"
@@ -66,17 +67,7 @@ def words(text: str) -> str:
 
 def tesseracts(parents: set[int]) -> set[int]:
     """The live tesseract processes whose parent is one of `parents` (a zombie is dead)."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-            if name == "tesseract" and rest[0] != "Z" and int(rest[1]) in parents:
-                found.add(int(entry.name))
-    return found
+    return {p.pid for p in processes() if p.name == "tesseract" and p.state != "Z" and p.ppid in parents}
 
 
 @pytest.fixture(scope="module")

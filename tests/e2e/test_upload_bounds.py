@@ -17,6 +17,7 @@ from rag.settings import ParseSettings, Settings, UploadSettings
 
 from ..support import hostile_files as hostile
 from ..support.api_support import live_api, stored, upload
+from ..support.processes import processes
 
 SLOW_HTML = "attributes.html"  # ~20 s of CPU in lxml, bounded here to 3 s
 
@@ -95,16 +96,7 @@ def test_a_bomb_upload_is_refused_and_the_word_document_of_millions_of_paragraph
 
 
 def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
+    return [p.pid for p in processes() if p.ppid == pid]
 
 
 def _gone(pid: int) -> bool:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator, NamedTuple
 
 import httpx
 
@@ -81,3 +81,22 @@ def closed_by_server(sock: socket.socket, seconds: float) -> tuple[float | None,
                 return time.monotonic() - start, got
             got += data
     return None, got
+
+
+class Proc(NamedTuple):
+    pid: int
+    name: str
+    state: str  # "Z": a zombie, dead but not reaped
+    ppid: int
+
+
+def processes() -> Iterator[Proc]:
+    """Every process of this machine as /proc/PID/stat tells it (one gone meanwhile is left out)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+            yield Proc(int(entry.name), name, rest[0], int(rest[1]))
