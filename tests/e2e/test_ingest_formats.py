@@ -19,10 +19,9 @@ from rag.ingest.read import parse_bytes
 from rag.ingest.formats import docx as docx_format
 from rag.ingest.formats.ocr import OcrLimits
 from rag.ingest.sandbox import Limits, ParsePool
-from rag.service import KnowledgeService, Principal
-from rag.settings import Settings
 from rag.store.models import Chunk, DocumentVersion, Node
 
+from ..support.ingested import ingested_folder
 from ..support.api_support import Api, LiveServer
 from ..support.paths import SHARED
 
@@ -161,10 +160,7 @@ def office(tmp_path_factory: pytest.TempPathFactory):
     (files / "pdf" / "lies.pdf").write_text("# A text file\n\nwearing a .pdf name.\n")
     whole = read("pdf/google-doc-example.pdf")
     (files / "pdf" / "truncated.pdf").write_bytes(whole[: len(whole) // 3])
-    with KnowledgeService(Settings(home=root / "home")) as svc:
-        svc.ensure_workspace("default")
-        admin = Principal.local_admin("default")
-        report = svc.ingest_directory(admin, files)
+    with ingested_folder(root / "home", files) as (svc, admin, report):
         yield svc, admin, files, report
 
 

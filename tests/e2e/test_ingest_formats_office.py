@@ -21,9 +21,9 @@ from rag.ingest.formats import pptx as pptx_format
 from rag.ingest.formats import spreadsheet as sheet_format
 from rag.ingest.read import parse_bytes
 from rag.render import hit_payload, hit_text, source_payload
-from rag.service import KnowledgeService, Principal
-from rag.settings import Settings
 from rag.store.models import Chunk, Node
+
+from ..support.ingested import ingested_folder
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "formats"
 DECK = DATA / "work-schedules.pptx"
@@ -305,10 +305,7 @@ def _folder(root: Path) -> Path:
 def office(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("office")
     files = _folder(root)
-    with KnowledgeService(Settings(home=root / "home")) as svc:
-        svc.ensure_workspace("default")
-        admin = Principal.local_admin("default")
-        report = svc.ingest_directory(admin, files)
+    with ingested_folder(root / "home", files) as (svc, admin, report):
         yield svc, admin, files, report
 
 
