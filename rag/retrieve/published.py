@@ -17,6 +17,7 @@ check is by primary key.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import weakref
@@ -81,9 +82,11 @@ class PublishedSet:
                 # The generation first: the ids read after it are at least as new as the value
                 # they are kept with, so a later change always shows as a different value.
                 generation = session.execute(_GENERATION).scalar()
-                stmt = (select(Chunk.id).join(DocumentVersion, DocumentVersion.id == Chunk.version_id)
-                        .where(DocumentVersion.status == PUBLISHED))
-                ids = np.fromiter(session.scalars(stmt), dtype=np.int64)
+                # Straight from sqlite3's cursor into the array: through SQLAlchemy's rows this
+                # read took 5x as long (31 vs 6 ms at 20,000 chunks, ~1.5 s at a million), with
+                # the GIL held, on every change to what is published (benchmarks/million.py).
+                cursor = session.connection().connection.driver_connection.execute(_PUBLISHED_IDS, (PUBLISHED,))
+                ids = np.fromiter(itertools.chain.from_iterable(cursor), dtype=np.int64)
             ids.sort()
             with self._lock:
                 if generation is not None:
@@ -107,6 +110,7 @@ class PublishedSet:
 
 
 _GENERATION = text("SELECT value FROM search_generation WHERE id = 1")
+_PUBLISHED_IDS = "SELECT c.id FROM chunks AS c JOIN document_versions AS v ON v.id = c.version_id WHERE v.status = ?"
 # Chunks' version statuses by id (the check by key): one statement, made once, as hydration's.
 _STATUSES = (
     select(Chunk.id, DocumentVersion.status)
