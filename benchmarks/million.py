@@ -203,13 +203,13 @@ def settings_for(env: dict[str, str]):
 
     # A model is named (never called) so that publishes skip the extractive answer's sentence vectors,
     # as benchmarks/fixture100k.py builds: no search reads them.
-    # Items stored per transaction (`RAG_SOURCES__BATCH`, default 32): 100 records of ~5 chunks make
-    # each publish about the Publisher's 512-chunk group, so the lanes' fixed cost per write (a
-    # tantivy commit is ~0.1 s) is paid a third as often.
+    # Items stored per transaction (`RAG_SOURCES__BATCH`, default 32): 400 records of ~5 chunks,
+    # published as one group (build() widens the Publisher's group to match), so the lanes' fixed
+    # cost per write (a tantivy commit is ~0.1 s) is paid once per 2,000 chunks.
     settings = Settings(home=Path(env["RAG_HOME"]), database_url=env.get("RAG_DATABASE_URL"),
                         chroma_url=env.get("RAG_CHROMA_URL"), embed_cache=BENCH_CACHE / "million-unused-cache.sqlite",
                         llm_model="openai/unused")
-    return settings.model_copy(update={"sources": settings.sources.model_copy(update={"batch": 100})})
+    return settings.model_copy(update={"sources": settings.sources.model_copy(update={"batch": 400})})
 
 
 def store_chunks(svc: Any) -> int:
@@ -221,8 +221,11 @@ def store_chunks(svc: Any) -> int:
         return int(session.scalar(select(func.count()).select_from(Chunk)))
 
 
-def build(home: Path, env: dict[str, str], target: int) -> dict[str, Any]:
-    """Ingest synthetic batches until the store holds `target` chunks; resumes an interrupted build."""
+def build(home: Path, env: dict[str, str], target: int, batch_records: int = BATCH_RECORDS,
+          seconds_left: float | None = None) -> dict[str, Any]:
+    """Ingest synthetic batches until the store holds `target` chunks; resumes an interrupted build.
+    `seconds_left`: stop after the batch that passes this many seconds (the store is then measured
+    as it is, `complete` false, and the next run goes on building it)."""
     meta_path = home / "fixture.json"
     if meta_path.exists():
         meta = json.loads(meta_path.read_text())
@@ -236,6 +239,7 @@ def build(home: Path, env: dict[str, str], target: int) -> dict[str, Any]:
     stub = RandomEmbedder()
     svc.engines.__dict__["embedder"] = stub  # the cached property, set before anything embeds
     svc.publisher.chunker = ParagraphChunker()
+    svc.publisher.batch_chunks = 2048  # one group per stored batch (settings_for)
     try:
         svc.start_writer()
         principal = Principal.local_admin("default")
@@ -244,11 +248,14 @@ def build(home: Path, env: dict[str, str], target: int) -> dict[str, Any]:
         started, began_with = time.perf_counter(), count
         print(f"building {home.name}: {count:,} chunks already, target {target:,}", flush=True)
         while count < target:
+            if seconds_left is not None and time.perf_counter() - started > seconds_left:
+                print(f"  stopped at {count:,} chunks: --build-seconds {seconds_left:.0f} passed", flush=True)
+                break
             batch += 1
             provider = f"synth-{batch}"
             if _has_provider(svc, provider):
                 continue
-            records = synthetic_records(batch, BATCH_RECORDS, vocab)
+            records = synthetic_records(batch, batch_records, vocab)
             t0 = time.perf_counter()
             svc.ingest_records(principal, records, KB, provider=provider)
             before, count = count, store_chunks(svc)
@@ -262,8 +269,9 @@ def build(home: Path, env: dict[str, str], target: int) -> dict[str, Any]:
         svc.close()
     meta = {"target": target, "chunks": count, "batches": batch, "build_seconds": round(seconds, 1),
             "chunks_per_s": round((count - began_with) / seconds, 1) if seconds else None,
-            "built_at": time.strftime("%Y-%m-%d %H:%M:%S")}
-    meta_path.write_text(json.dumps(meta, indent=2))
+            "built_at": time.strftime("%Y-%m-%d %H:%M:%S"), "complete": count >= target}
+    if meta["complete"]:
+        meta_path.write_text(json.dumps(meta, indent=2))
     return meta
 
 
@@ -455,7 +463,8 @@ def measure(env: dict[str, str], home: Path, searches: int, clients: int, per_cl
 
 def print_table(r: dict[str, Any]) -> None:
     one, many, reload = r["one_client"], r["many_clients"], r["published_set_reload"]
-    print(f"\n## {r['backend']}: {r['chunks']:,} chunks (load at start {r['load_start']['loadavg_1m']}, "
+    partial = "" if r["build"].get("complete", True) else f", a partial build towards {r['build']['target']:,}"
+    print(f"\n## {r['backend']}: {r['chunks']:,} chunks{partial} (load at start {r['load_start']['loadavg_1m']}, "
           f"1 client {one['load_before']['loadavg_1m']}, {many['clients']} clients {many['load_before']['loadavg_1m']}, "
           f"end {many['load_after']['loadavg_1m']})")
     print("| measure | value |\n|---|---|")
@@ -495,6 +504,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--per-client", type=int, default=25, help="searches of each concurrent client")
     parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--build-seconds", type=float, default=None,
+                        help="stop building after this long and measure the store as it is (a later run goes on)")
     parser.add_argument("--rebuild", action="store_true", help="delete the cached store first")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON ('-' for stdout)")
     args = parser.parse_args(argv)
@@ -505,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         seed_from_smaller(home, args.backend, args.chunks)
     home.mkdir(parents=True, exist_ok=True)
     with servers(home, args.backend) as env:
-        meta = build(home, env, args.chunks)
+        meta = build(home, env, args.chunks, seconds_left=args.build_seconds)
         if args.build_only:
             return 0
         result = {"backend": args.backend, "chunks": meta["chunks"], "home": str(home), "build": meta,
