@@ -169,7 +169,7 @@ def servers(home: Path, backend: str) -> Iterator[dict[str, str]]:
     from tests.support.pgserver import PgServer
 
     with ExitStack() as stack:
-        pg = PgServer(keep=home / "postgres").start()
+        pg = PgServer(keep=pg_data(home)).start()
         stack.callback(pg.stop)
         chroma, chroma_url = start_chroma(home / "chroma")
         stack.callback(stop_chroma, chroma)
@@ -179,6 +179,12 @@ def servers(home: Path, backend: str) -> Iterator[dict[str, str]]:
             if not conn.execute("SELECT 1 FROM pg_database WHERE datname = 'rag'").fetchone():
                 conn.execute("CREATE DATABASE rag")
         yield env | {"RAG_DATABASE_URL": pg.url("rag"), "RAG_CHROMA_URL": chroma_url}
+
+
+def pg_data(home: Path) -> Path:
+    """The PostgreSQL cluster of a home: under /var/tmp, as the server's own user cannot enter the
+    private .cache folder."""
+    return Path("/var/tmp") / f"rag-bench-{home.name}-postgres"
 
 
 def seed_from_smaller(home: Path, backend: str, chunks: int) -> None:
@@ -457,7 +463,7 @@ def measure(env: dict[str, str], home: Path, searches: int, clients: int, per_cl
     result["keyword_index_mb"] = du_mb(Path(env["RAG_HOME"]) / "keyword") if "RAG_DATABASE_URL" not in env else None
     result["vector_index_mb"] = du_mb(home / "chroma" if "RAG_CHROMA_URL" in env else Path(env["RAG_HOME"]) / "chroma")
     result["store_mb"] = (du_mb(Path(env["RAG_HOME"]) / "rag.db") if "RAG_DATABASE_URL" not in env
-                          else du_mb(home / "postgres"))
+                          else du_mb(pg_data(home)))
     return result
 
 
@@ -512,7 +518,9 @@ def main(argv: list[str] | None = None) -> int:
     home = home_for(args.backend, args.chunks)
     if args.rebuild and home.exists():
         shutil.rmtree(home)
-    if not home.exists():
+    if args.rebuild and args.backend == "postgres":
+        shutil.rmtree(pg_data(home), ignore_errors=True)
+    if not home.exists() and args.backend == "embedded":  # a cluster elsewhere is not copied: built afresh
         seed_from_smaller(home, args.backend, args.chunks)
     home.mkdir(parents=True, exist_ok=True)
     with servers(home, args.backend) as env:
