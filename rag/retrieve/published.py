@@ -11,7 +11,9 @@ read at, checks its candidates there (about 0.1 ms against 1.2-1.6 ms per lane f
 candidates by primary key at 100,000 chunks). After a change the set is read again once the new
 value has been seen by two searches, on a thread of its own (no search waits for it; meanwhile
 they check by primary key as before): while documents are being published one after another, the
-searches between them do not read every id each time. On PostgreSQL (no triggers there) every
+searches between them do not read every id each time. The read costs time in proportion to the
+published chunks, so a new one starts no sooner than RELOAD_SPACING times its last duration after
+it: at a million chunks a stream of publishes does not keep a core reading ids. On PostgreSQL (no triggers there) every
 check is by primary key.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 import weakref
 from concurrent.futures import Future
 from typing import Callable
@@ -38,6 +41,11 @@ log = logging.getLogger(__name__)
 MEMO = "rag.published"  # session.info key: one search's statuses by chunk id (None: no such chunk)
 HELD = "rag.published.held"  # session.info key: the published set one search reads (None: check by key)
 RELOAD_AFTER = 2  # searches that see a new generation before the set is read again
+# A read of the ids starts no sooner after the last one ended than this many times as long as it
+# took: however large the store, reading them takes at most about a tenth of a core while
+# documents are published one after another (each change a new generation); meanwhile searches
+# check by key. 12 ms at 20,000 chunks, ~0.1 s at 280,000 (benchmarks/million.py).
+RELOAD_SPACING = 10.0
 
 
 class PublishedSet:
@@ -51,6 +59,7 @@ class PublishedSet:
         self._held: tuple[int, np.ndarray | None] | None = None  # (generation, ids or None while not read)
         self._sightings = 0  # searches that saw the generation held, while its ids are not read
         self._loading: Future[None] | None = None
+        self._not_before = 0.0  # time.monotonic() before which no read of the ids starts
 
     def current(self, session: Session) -> np.ndarray | None:
         """The published ids, when the set held is that of the store's generation now; None when
@@ -69,11 +78,12 @@ class PublishedSet:
             if held[1] is not None:
                 return held[1]
             self._sightings += 1
-            if self._sightings >= RELOAD_AFTER and self._loading is None:
+            if self._sightings >= RELOAD_AFTER and self._loading is None and time.monotonic() >= self._not_before:
                 self._loading = run_ahead(self._load)
             return None
 
     def _load(self) -> None:
+        started = time.monotonic()
         try:
             engine = self._engine()
             if engine is None:
@@ -83,8 +93,8 @@ class PublishedSet:
                 # they are kept with, so a later change always shows as a different value.
                 generation = session.execute(_GENERATION).scalar()
                 # Straight from sqlite3's cursor into the array: through SQLAlchemy's rows this
-                # read took 5x as long (31 vs 6 ms at 20,000 chunks, ~1.5 s at a million), with
-                # the GIL held, on every change to what is published (benchmarks/million.py).
+                # read took 2.3-2.7x as long (27 vs 12 ms at 20,000 chunks, 166 vs 73 ms at
+                # 100,000, on a loaded machine), GIL held (benchmarks/million.py's stores).
                 cursor = session.connection().connection.driver_connection.execute(_PUBLISHED_IDS, (PUBLISHED,))
                 ids = np.fromiter(itertools.chain.from_iterable(cursor), dtype=np.int64)
             ids.sort()
@@ -96,6 +106,8 @@ class PublishedSet:
         finally:
             with self._lock:
                 self._loading = None
+                ended = time.monotonic()
+                self._not_before = ended + RELOAD_SPACING * (ended - started)
 
     def settled(self, timeout: float = 30.0) -> bool:
         """Wait until no read of the ids is running (tests, benchmarks); False on a timeout."""

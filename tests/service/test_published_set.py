@@ -8,6 +8,7 @@ The other process is played by a plain sqlite3 connection to the same file, as a
 from __future__ import annotations
 
 import sqlite3
+import time
 
 import pytest
 
@@ -22,7 +23,10 @@ PAGES = {
 
 
 @pytest.fixture
-def store(tmp_path):
+def store(tmp_path, monkeypatch):
+    # Reads of the ids as soon as two searches saw a change: the spacing after a read (a multiple
+    # of its time) is the last test's subject, and on a busy machine it would make the others wait.
+    monkeypatch.setattr("rag.retrieve.published.RELOAD_SPACING", 0.0)
     settings = Settings(home=tmp_path / "home")
     with KnowledgeService(settings) as service:
         service.ensure_workspace("default")
@@ -110,3 +114,22 @@ def test_a_search_during_a_change_checks_by_key_until_the_set_is_read_again(stor
         _titles(service, admin)
     assert _held(service) is not None
 
+
+
+def test_the_ids_are_read_again_no_sooner_than_the_spacing_after_the_last_read(store):
+    service, admin, docs, db = store
+    for _ in range(RELOAD_AFTER + 1):
+        _titles(service, admin)
+    assert _held(service) is not None
+    published = published_set(service.db.engine)
+    published._not_before = time.monotonic() + 3600  # as if the last read had taken six minutes
+    _other_process(db, "UPDATE document_versions SET status = 'archived' WHERE node_id = ?", docs["Lunch"])
+    for _ in range(RELOAD_AFTER + 3):  # however many searches see the change, none starts a read
+        assert "Lunch" not in _titles(service, admin, "when is lunch served in the canteen")
+    assert _held(service) is None  # the checks go by key meanwhile
+    published._not_before = 0.0  # the spacing has passed
+    for _ in range(RELOAD_AFTER):
+        _titles(service, admin)
+    assert _held(service) is not None
+    # After a read, the next waits RELOAD_SPACING times as long as that one took.
+    assert published._not_before > time.monotonic() - 1
