@@ -131,6 +131,11 @@ class NeverAsked:
             return self.embedder.embed(texts, store=False)
         return self.embedder.embed(texts)
 
+    def embed_sentences(self, texts: list[str]) -> Any:
+        if hasattr(self.embedder, "embed_sentences"):
+            return self.embedder.embed_sentences(texts, store=False)
+        return self.embedder.embed(texts)
+
     def embed_query(self, text: str) -> Any:
         return self.embedder.embed_query(text)
 

@@ -61,16 +61,25 @@ class EmbedSettings(BaseModel):
         "everything). Their fp32 vectors agree (cosine >= 0.99999), so they share the embedding cache and the "
         "vector index.",
     )
-    bulk_backend: Literal["torch", "onnx"] = Field(
-        "torch",
-        description="With the onnx backend, the runtime of background document embedding (publishing, repairs): "
-        "torch embeds 256-token passages faster than ONNX Runtime on one thread (benchmarks/embed_latency.py); onnx "
-        "keeps torch out of the process. Interactive calls (queries, an answer's sentences) use the backend.",
+    bulk_backend: Literal["onnx", "torch"] = Field(
+        "onnx",
+        description="With the onnx backend, the runtime of background document embedding (publishing, repairs). "
+        "ONNX Runtime gives each chunk one pass: the extractive answer's sentence vectors are pooled out of the "
+        "chunk's own token states (docs/architecture.md); on torch they take a second pass over each sentence. "
+        "Interactive calls (queries, an answer's sentences not pooled at publish) use the backend.",
+    )
+    documents: Literal["fp32", "int8", "int8-all"] = Field(
+        "fp32",
+        description="The encoder of document vectors (a publish, a repair) on the onnx bulk runtime: fp32, or the "
+        "dynamic int8 model answers' questions use (about 1.5x less CPU per chunk). Each encoder has its own vectors: "
+        "its own key in the embedding cache and its own vector collections, so the two never mix; changing it "
+        "re-embeds every published chunk when a writer next opens the store (docs/architecture.md).",
     )
     int8_queries: bool = Field(
         True,
         description="ONNX: queries through a dynamic int8 model (about 1.6x less CPU per query than fp32, cosine "
-        ">= 0.99 to it); documents always get fp32 vectors, so the cache and the vector index never mix the two.",
+        ">= 0.99 to it); a query vector is never cached or indexed, so it may come from another encoder than the "
+        "documents'.",
     )
     int8_search_all: bool = Field(
         True,
@@ -90,6 +99,12 @@ class EmbedSettings(BaseModel):
         default_factory=lambda: Path(platformdirs.user_cache_dir("rag", appauthor=False)) / "onnx",
         description="Where the exported ONNX files live (written by `python -m rag.models.export_onnx`).",
     )
+
+    @model_validator(mode="after")
+    def _int8_documents_on_onnx(self) -> EmbedSettings:
+        if self.documents != "fp32" and (self.backend, self.bulk_backend) != ("onnx", "onnx"):
+            raise ValueError("int8 document vectors (embed.documents) need the onnx backend and bulk_backend")
+        return self
 
 
 LANE_WEIGHTS = {"vector": 0.8, "text": 1.2, "title": 0.0, "bridge": 0.6}

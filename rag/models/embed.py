@@ -20,9 +20,10 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator, Protocol, Sequence
+from typing import Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -31,17 +32,22 @@ from rag.errors import Unavailable
 from rag.store.home import private_file
 from rag.models.export_onnx import encoder_file
 from rag.models.onnx_encoder import (
+    CONTEXT_SHARE,
     FP32_FILE,
     INT8_FILE,
     SEARCH_FILE,
     SEARCH_MIN_TOKENS,
     OnnxEncoder,
+    Ranges,
     load_tokenizer,
     max_seq_length,
 )
 from rag.settings import LOCAL_EMBED_MODEL, EmbedSettings, Settings
 
 log = logging.getLogger(__name__)
+
+# The ONNX file of each document encoder (EmbedSettings.documents).
+DOCUMENT_FILES = {"fp32": FP32_FILE, "int8": INT8_FILE, "int8-all": SEARCH_FILE}
 
 
 class Embedder(Protocol):
@@ -164,14 +170,14 @@ class LocalEmbedder:
 
     ONNX: queries go through an int8 model on one thread (`int8_queries`, the default: cosine >= 0.99
     to fp32), a search's through the one quantized throughout (`int8_search_all`), concurrent calls
-    side by side (the session is thread-safe); other interactive texts
-    (an answer's sentences) through the fp32 model. Background document batches (a publish) run on
-    `bulk_backend`: torch by default, faster than ONNX Runtime on 256-token batches (measured by
-    benchmarks/embed_latency.py).
-    Documents get fp32 vectors on either runtime (cosine >= 0.99999 between the two), so both share
-    one name: the key of the embedding cache and of the vector collections. int8 is for queries
-    only: its activations are quantized per call, so a batch's longest text sets the scale of the
-    others (a short text in a batch lost most)."""
+    side by side (the session is thread-safe); other interactive texts (an answer's sentences not
+    pooled at publish) through the fp32 model. Background document batches (a publish) run on
+    `bulk_backend`, ONNX by default: one pass per chunk, the answers' sentence vectors pooled out of
+    it (`embed_pooled`). Their encoder is `documents`: fp32 (cosine >= 0.99999 to torch's, so both
+    runtimes share one name, the key of the embedding cache and of the vector collections) or int8,
+    whose vectors get a name of their own (`name`), so the two never mix. int8 activations are
+    quantized per call, one scale for a batch: batches of texts of like length (longest first)
+    keep a short text from being quantized at a long one's scale."""
 
     name = LOCAL_EMBED_MODEL
 
@@ -187,6 +193,11 @@ class LocalEmbedder:
 
         self.batch_size = batch_size
         self.settings = settings or EmbedSettings()
+        # Document vectors of another encoder are other vectors: another name, so another key in
+        # the embedding cache and other vector collections (rag/retrieve/vector.py collection_name).
+        if self.settings.documents != "fp32":
+            self.name = f"{LOCAL_EMBED_MODEL}+{self.settings.documents}"
+        self.bulk_file = DOCUMENT_FILES[self.settings.documents]
         self.onnx = self.settings.backend == "onnx"
         self.onnx_bulk = self.onnx and self.settings.bulk_backend == "onnx"
         self._torch_lock = threading.Lock()  # sentence-transformers' tokenizer takes one call at a time
@@ -227,7 +238,9 @@ class LocalEmbedder:
     def _encode(self, texts: list[str], bulk: bool = False) -> np.ndarray:
         """fp32 vectors of texts: interactive ones (`bulk` False) on the backend, background batches
         on the bulk backend."""
-        if self.onnx_bulk if bulk else self.onnx:
+        if bulk and self.onnx_bulk:
+            return self._onnx(self.bulk_file, self.settings.threads).encode(texts, self.batch_size)
+        if self.onnx and not bulk:
             return self._onnx(FP32_FILE, self.settings.threads).encode(texts, self.batch_size)
         with self._torch_lock:
             vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
@@ -263,22 +276,62 @@ class LocalEmbedder:
         if not in_background():
             with self.turns.turn(background=False):
                 return self._encode(list(texts))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+
+        def encode(part: list[int]) -> None:
+            out[part] = self._encode([texts[i] for i in part], bulk=True)
+
+        self._in_slices(texts, encode)
+        return out
+
+    @property
+    def pools(self) -> bool:
+        """Whether `embed_pooled` pools ranges out of the documents' own pass (the ONNX bulk
+        runtime); else it returns no pooled vector and the caller embeds those texts apart."""
+        return self.onnx_bulk
+
+    def embed_pooled(self, texts: Sequence[str], ranges: Sequence[Sequence[Ranges]],
+                     ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+        """Document vectors as `embed` makes them, and for each text the vectors of its groups of
+        character `ranges` (its sentences) pooled out of the same pass (OnnxEncoder.run_pooled):
+        one model pass per text. Without the ONNX bulk runtime every pooled vector is None."""
+        if not self.pools:
+            return self.embed(texts), [[None] * len(r) for r in ranges]
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        pooled: list[list[np.ndarray | None]] = [[] for _ in texts]
+        encoder = self._onnx(self.bulk_file, self.settings.threads)
+
+        def encode(part: list[int]) -> None:
+            vectors, found = encoder.encode_pooled([texts[i] for i in part], [ranges[i] for i in part],
+                                                   self.batch_size)
+            out[part] = vectors
+            for i, vectors_of_text in zip(part, found):
+                pooled[i] = vectors_of_text
+
+        if in_background():
+            self._in_slices(texts, encode)
+        else:
+            with self.turns.turn(background=False):
+                encode(list(range(len(texts))))
+        return out, pooled
+
+    def _in_slices(self, texts: Sequence[str], encode: Callable[[list[int]], None]) -> None:
+        """Background work: `encode` called on slices of the texts' positions, each in a turn of
+        its own, so that waiting queries go between them."""
         # Longest first, as sentence-transformers orders one call, so that slicing the list adds
         # no padding and throughput stays that of one call.
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
         start = 0
         while start < len(order):
             size = self._slice_size()
             part = order[start:start + size]
             with self.turns.turn(background=True):
                 began = time.perf_counter()
-                out[part] = self._encode([texts[i] for i in part], bulk=True)
+                encode(part)
                 took = (time.perf_counter() - began) / len(part)
             # Longest first: later slices are no slower per text, so sizing them by the latest pace errs short.
             self._seconds_per_text = 0.5 * self._seconds_per_text + 0.5 * took
             start += len(part)
-        return out
 
     def _slice_size(self) -> int:
         if time.monotonic() - self._last_interactive > self.QUIET_S:
@@ -356,8 +409,27 @@ class LiteLLMEmbedder:
         return self.embed([text])[0]
 
 
+@dataclass(frozen=True)
+class SentenceSpan:
+    """A sentence of a chunk an answer may quote: `key`, the text it is embedded as when embedded
+    alone (its heading, then the sentence: the cache's key), and `ranges`, where its heading and
+    its words lie in the chunk's indexed text (empty: not found there), pooled out of the chunk's
+    pass instead."""
+
+    key: str
+    ranges: tuple[tuple[int, int], ...] = ()
+
+
 class CachedEmbedder:
-    """Document vectors cached in SQLite by (model, sha256(text)); queries go straight to the model."""
+    """Document vectors cached in SQLite by (model, sha256(text)); queries go straight to the model.
+
+    Sentence vectors (an extractive answer's) are kept apart, under the model's name with
+    SENTENCES appended: pooled out of their chunk's pass at publish time (`embed_chunks`), they are
+    not what embedding the same text alone gives, so a chunk whose text is one sentence never reads
+    one as the other."""
+
+    # The pooling's context share is in the name: vectors pooled with another one are other vectors.
+    SENTENCES = f"|sentences-{CONTEXT_SHARE}"
 
     def __init__(self, inner: Embedder, path: Path) -> None:
         self.inner = inner
@@ -372,52 +444,129 @@ class CachedEmbedder:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self.sentences_pooled = 0  # sentence vectors pooled out of a chunk's pass
+        self.sentences_alone = 0  # sentence vectors embedded alone (not found in the chunk's pass)
 
     @property
     def dim(self) -> int:
         return self.inner.dim
 
-    def embed(self, texts: Sequence[str], store: bool = True) -> np.ndarray:
-        """Vectors from the cache, the model computing (and, with `store`, caching) the rest."""
-        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+    @staticmethod
+    def _keys(texts: Sequence[str]) -> list[str]:
+        return [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+
+    def _lookup(self, model: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(keys))
         with self._lock:
-            for i in range(0, len(keys), 500):
-                part = keys[i:i + 500]
+            for i in range(0, len(unique), 500):
+                part = unique[i:i + 500]
                 marks = ",".join("?" * len(part))
                 for key, blob in self._conn.execute(
-                    f"SELECT key, vector FROM embeddings WHERE model = ? AND key IN ({marks})", [self.name, *part]
+                    f"SELECT key, vector FROM embeddings WHERE model = ? AND key IN ({marks})", [model, *part]
                 ):
                     found[key] = np.frombuffer(blob, dtype=np.float32)
-        missing = [i for i, key in enumerate(keys) if key not in found]
-        self.hits += len(keys) - len(missing)
-        self.misses += len(missing)
-        if missing:
-            # Each text once: a chunk's overlap and a repeated sentence are embedded a single time.
-            first = {keys[i]: i for i in reversed(missing)}
-            unique = list(dict.fromkeys(keys[i] for i in missing))
-            telemetry.count(telemetry.EMBED_BATCHES, "documents")
-            telemetry.count(telemetry.EMBED_TEXTS, "documents", amount=len(unique))
-            vectors = dict(zip(unique, self.inner.embed([texts[first[key]] for key in unique])))
-            fresh = np.stack([vectors[keys[i]] for i in missing])
-        if missing and store:
+        return found
+
+    def _store(self, model: str, vectors: dict[str, np.ndarray]) -> None:
+        if vectors:
             with self._lock, self._conn:
                 self._conn.executemany(
                     "INSERT OR REPLACE INTO embeddings (model, key, vector) VALUES (?, ?, ?)",
-                    [(self.name, keys[i], fresh[j].astype(np.float32).tobytes()) for j, i in enumerate(missing)],
+                    [(model, key, v.astype(np.float32).tobytes()) for key, v in vectors.items()],
                 )
-        if missing:
-            for j, i in enumerate(missing):
-                found[keys[i]] = fresh[j]
+
+    def _stack(self, keys: Sequence[str], found: dict[str, np.ndarray]) -> np.ndarray:
         if not keys:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([found[key] for key in keys]).astype(np.float32)
+
+    def _embed_missing(self, model: str, texts: Sequence[str], keys: Sequence[str], found: dict[str, np.ndarray],
+                       store: bool) -> None:
+        """Embed (alone) the texts whose key `found` lacks, each text once, into `found`."""
+        missing = {key: text for key, text in zip(keys, texts) if key not in found}
+        self.hits += len(keys) - sum(1 for key in keys if key in missing)
+        self.misses += sum(1 for key in keys if key in missing)
+        if not missing:
+            return
+        telemetry.count(telemetry.EMBED_BATCHES, "documents")
+        telemetry.count(telemetry.EMBED_TEXTS, "documents", amount=len(missing))
+        fresh = dict(zip(missing, self.inner.embed(list(missing.values()))))
+        if store:
+            self._store(model, fresh)
+        found.update(fresh)
+
+    def embed(self, texts: Sequence[str], store: bool = True) -> np.ndarray:
+        """Vectors from the cache, the model computing (and, with `store`, caching) the rest. Each
+        text once: a chunk's overlap and a repeated sentence are embedded a single time."""
+        keys = self._keys(texts)
+        found = self._lookup(self.name, keys)
+        self._embed_missing(self.name, texts, keys, found, store)
+        return self._stack(keys, found)
+
+    def embed_sentences(self, texts: Sequence[str], store: bool = True) -> np.ndarray:
+        """Sentence vectors by their texts (SentenceSpan.key): those a publish pooled, the rest
+        embedded alone now (and, with `store`, kept with them)."""
+        keys = self._keys(texts)
+        model = self.name + self.SENTENCES
+        found = self._lookup(model, keys)
+        self._embed_missing(model, texts, keys, found, store)
+        return self._stack(keys, found)
+
+    def embed_chunks(self, texts: Sequence[str], sentences: Sequence[Sequence[SentenceSpan]]) -> np.ndarray:
+        """Chunk vectors as `embed` gives them, and their sentences' vectors cached for answers:
+        one model pass per chunk that lacks either, its sentences pooled out of it
+        (LocalEmbedder.embed_pooled); a sentence the pass does not hold whole, or an embedder
+        that does not pool, has its text embedded alone."""
+        keys = self._keys(texts)
+        found = self._lookup(self.name, keys)
+        model = self.name + self.SENTENCES
+        sentence_keys = [self._keys([s.key for s in spans]) for spans in sentences]
+        found_sentences = self._lookup(model, [k for ks in sentence_keys for k in ks])
+        todo = [i for i, key in enumerate(keys)
+                if key not in found or any(k not in found_sentences for k in sentence_keys[i])]
+        pools = getattr(self.inner, "pools", False)
+        if todo and pools:
+            self.misses += sum(1 for i in todo if keys[i] not in found)
+            self.hits += len(keys) - sum(1 for i in todo if keys[i] not in found)
+            unique = list({keys[i]: i for i in reversed(todo)}.values())  # each text once
+            telemetry.count(telemetry.EMBED_BATCHES, "documents")
+            telemetry.count(telemetry.EMBED_TEXTS, "documents", amount=len(unique))
+            vectors, pooled = self.inner.embed_pooled(
+                [texts[i] for i in unique], [[s.ranges for s in sentences[i]] for i in unique])
+            fresh = {keys[i]: v for i, v in zip(unique, vectors) if keys[i] not in found}
+            fresh_sentences: dict[str, np.ndarray] = {}
+            for i, vectors_of_chunk in zip(unique, pooled):
+                for key, vector in zip(sentence_keys[i], vectors_of_chunk):
+                    if vector is not None and key not in found_sentences:
+                        fresh_sentences.setdefault(key, vector)
+            self.sentences_pooled += len(fresh_sentences)
+            self._store(self.name, fresh)
+            self._store(model, fresh_sentences)
+            found.update(fresh)
+            found_sentences.update(fresh_sentences)
+        else:
+            self._embed_missing(self.name, texts, keys, found, True)
+        alone = [(s.key, k) for spans, ks in zip(sentences, sentence_keys) for s, k in zip(spans, ks)
+                 if k not in found_sentences]
+        if alone:
+            before = self.misses
+            self._embed_missing(model, [t for t, _ in alone], [k for _, k in alone], found_sentences, True)
+            self.sentences_alone += self.misses - before
+        return self._stack(keys, found)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.inner.embed_query(text)
 
     def embed_search_query(self, text: str) -> np.ndarray:
         return embed_search_query(self.inner, text)
+
+
+def embed_sentences(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """An answer's sentence vectors (SentenceSpan.key texts): the cached ones a publish pooled,
+    where the embedder keeps them (CachedEmbedder), else embedded alone."""
+    kept = getattr(embedder, "embed_sentences", None)
+    return kept(texts) if kept is not None else embedder.embed(texts)
 
 
 _local_models: dict[tuple, LocalEmbedder] = {}
@@ -427,8 +576,8 @@ _local_lock = threading.Lock()
 def local_embedder(batch_size: int, settings: EmbedSettings | None = None) -> LocalEmbedder:
     """One loaded model per process and configuration: it is stateless, and loading it takes seconds."""
     settings = settings or EmbedSettings()
-    key = (batch_size, settings.backend, settings.bulk_backend, settings.int8_queries, settings.int8_search_all,
-           settings.threads, str(settings.onnx_dir))
+    key = (batch_size, settings.backend, settings.bulk_backend, settings.documents, settings.int8_queries,
+           settings.int8_search_all, settings.threads, str(settings.onnx_dir))
     with _local_lock:
         if key not in _local_models:
             _local_models[key] = LocalEmbedder(batch_size=batch_size, settings=settings)

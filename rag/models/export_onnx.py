@@ -4,7 +4,9 @@
 
 The graph holds the whole sentence-transformers pipeline after tokenisation: BERT, mean pooling
 over the attention mask, L2 normalisation (the model's modules.json: Transformer, Pooling with
-`pooling_mode_mean_tokens`, Normalize), so its one output is the sentence vector. Each file is
+`pooling_mode_mean_tokens`, Normalize): its output `sentence_embedding` is the sentence vector, and
+`token_embeddings` the last hidden states it pools, from which a publish pools each sentence of a
+chunk out of the chunk's own pass (rag/models/spans.py). Each file is
 checked against the torch model before it is kept (cosine >= 0.99999 fp32, >= 0.99 int8 on every
 sample text, each encoded alone as a query is); a file that fails is not written.
 
@@ -84,7 +86,7 @@ def _torch_module(model_dir: Path):
             ).last_hidden_state
             weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
             mean = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(mean, p=2.0, dim=1)
+            return torch.nn.functional.normalize(mean, p=2.0, dim=1), hidden
 
     return SentenceEncoder()
 
@@ -98,11 +100,12 @@ def _export_fp32(model_dir: Path, target: Path) -> None:
     sample = torch.ones(2, 8, dtype=torch.long)
     dynamic = {name: {0: "batch", 1: "tokens"} for name in ("input_ids", "attention_mask", "token_type_ids")}
     dynamic["sentence_embedding"] = {0: "batch"}
+    dynamic["token_embeddings"] = {0: "batch", 1: "tokens"}
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
         torch.onnx.export(
             module, (sample, sample, torch.zeros_like(sample)), str(target),
-            input_names=["input_ids", "attention_mask", "token_type_ids"], output_names=["sentence_embedding"],
+            input_names=["input_ids", "attention_mask", "token_type_ids"], output_names=["sentence_embedding", "token_embeddings"],
             dynamic_axes=dynamic, opset_version=17, dynamo=False,
         )
 

@@ -32,14 +32,53 @@ if TYPE_CHECKING:
     from rag.settings import EmbedSettings
 
 
+Ranges = Sequence[tuple[int, int]]  # character ranges of a text, pooled together into one vector
+
+# A sentence pooled out of its chunk's pass carries the chunk's topic: at 0, neighbouring sentences
+# of a handbook page were 0.76 alike (0.60 embedded alone) and 39% of pairs passed the answer's
+# 0.85 "repeats" threshold (9% alone). Less this share of the chunk's mean, pooled similarities read
+# on the scale of sentences embedded alone, which the answer's thresholds were fitted on: the share
+# closest to it on the fitting halves of the dev sets (`python -m evals.pooling`).
+CONTEXT_SHARE = 0.4
+
 FP32_FILE = "model.onnx"
 INT8_FILE = "model-int8.onnx"  # weights int8 but the feed-forward outputs': an answer's question
 SEARCH_FILE = "model-int8-all.onnx"  # every weight int8, attention fused: a search's query
 FILES = (FP32_FILE, INT8_FILE, SEARCH_FILE)
-EXPORT_FORMAT = 4  # bump when the exported graph changes: files of an older export are then not read
+EXPORT_FORMAT = 5  # bump when the exported graph changes: files of an older export are then not read
 # The search model is used for queries of at least this many tokens ([CLS] and [SEP] included), where
 # its cosine to fp32 stays >= 0.99 (tests/service/test_onnx_encoder.py); shorter ones go through INT8_FILE.
 SEARCH_MIN_TOKENS = 7
+
+
+def pool_ranges(hidden: np.ndarray, offsets: Sequence[tuple[int, int]], mask: Sequence[int], wanted: Sequence[Ranges],
+                context_share: float = CONTEXT_SHARE) -> list[np.ndarray | None]:
+    """Unit vectors of character ranges of one text out of its pass: the mean of the token states
+    (`hidden`, tokens x dimension) whose characters (`offsets`, the tokenizer's) lie inside a group
+    of ranges, as the model's own mean pooling takes them over the whole text, less
+    `context_share` times the mean over the whole text (`mask`: the tokens read), the part every
+    sentence of the text shares (CONTEXT_SHARE). None for a group the pass does not hold whole: a
+    range ending past the last token read (the text was cut at max_seq_length), or no token inside."""
+    spans = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    starts, ends = spans[:, 0], spans[:, 1]
+    real = ends > starts  # [CLS], [SEP] and padding have (0, 0)
+    last = int(ends[real].max()) if real.any() else 0
+    context = hidden[np.asarray(mask, dtype=bool)].mean(axis=0) * context_share
+    found: list[np.ndarray | None] = []
+    for ranges in wanted:
+        if not ranges or any(b > last for _, b in ranges):
+            found.append(None)
+            continue
+        inside = np.zeros(len(spans), dtype=bool)
+        for a, b in ranges:
+            inside |= real & (starts >= a) & (ends <= b)
+        if not inside.any():
+            found.append(None)
+            continue
+        mean = hidden[inside].mean(axis=0) - context
+        norm = float(np.linalg.norm(mean))
+        found.append((mean / norm).astype(np.float32) if norm else None)
+    return found
 
 
 def packaged_model_dir() -> Path:
@@ -98,6 +137,39 @@ class OnnxEncoder:
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         return self.session.run(["sentence_embedding"], feeds)[0]
+
+    def run_pooled(self, encodings: Sequence[Encoding], ranges: Sequence[Sequence[Ranges]],
+                   ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+        """One pass over tokenised texts (one batch): their unit vectors, and for each text the unit
+        vector of each of its `ranges` (character ranges of the text as tokenised), the mean of the
+        pass's token states inside them (rag/models/spans.py); None for one the pass does not hold
+        whole (cut by truncation) or that holds no token."""
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        vectors, hidden = self.session.run(["sentence_embedding", "token_embeddings"], feeds)
+        return vectors, [pool_ranges(hidden[i], e.offsets, e.attention_mask, ranges[i]) for i, e in enumerate(encodings)]
+
+    def encode_pooled(self, texts: Sequence[str], ranges: Sequence[Sequence[Ranges]], batch_size: int = 64,
+                      ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+        """`encode`, and the vectors of each text's `ranges` (character ranges of the text as given)
+        pooled out of the same pass (`run_pooled`)."""
+        stripped = [t.strip() for t in texts]
+        shift = [len(t) - len(t.lstrip()) for t in texts]
+        moved = [[tuple((a - d, b - d) for a, b in r) for r in rs] for rs, d in zip(ranges, shift)]
+        order = sorted(range(len(stripped)), key=lambda i: -len(stripped[i]))
+        out = np.empty((len(stripped), 0), dtype=np.float32)
+        pooled: list[list[np.ndarray | None]] = [[] for _ in stripped]
+        for s in range(0, len(order), batch_size):
+            part = order[s:s + batch_size]
+            vectors, spans = self.run_pooled(self.tokenizer.encode_batch([stripped[i] for i in part]),
+                                             [moved[i] for i in part])
+            if not out.shape[1]:
+                out = np.empty((len(stripped), vectors.shape[1]), dtype=np.float32)
+            out[part] = vectors
+            for i, found in zip(part, spans):
+                pooled[i] = found
+        return out, pooled
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """Unit vectors, one per text, in order. Longest first in batches, as sentence-transformers

@@ -249,11 +249,32 @@ class ChromaVectorLane:
         """
         with source.db.session() as session:
             published = source.published_counts(session)
+        others = self._other_encoders(set(published))
         repaired = 0
         for kb_id, expected in published.items():
             if self.count(kb_id) != expected:
+                if kb_id in others:
+                    log.warning("the vectors of knowledge base %s were made by another encoder (%s): embedding its "
+                                "%d chunks again with %s", kb_id, ", ".join(others[kb_id]), expected, self.prefix)
                 repaired += self._reconcile_kb(source, kb_id)
+        for kb_id, names in others.items():  # complete now with this encoder's vectors: the others go
+            for name in names:
+                log.warning("dropping the vector collection %s, made by another encoder", name)
+                _remote(lambda: self.client.delete_collection(name), "drop", self.remote)
         return repaired
+
+    def _other_encoders(self, kb_ids: set[str]) -> dict[str, list[str]]:
+        """The vector collections of these knowledge bases made by another model or encoder
+        (another prefix, collection_name): vectors of two encoders are never searched together."""
+        found: dict[str, list[str]] = {}
+        mine = self.prefix
+        listing = _remote(self.client.list_collections, "list collections", self.remote)
+        for item in listing:
+            name = item if isinstance(item, str) else item.name
+            base, _, kb_id = name.rpartition("-")
+            if name.startswith("rag-chunks-") and kb_id in kb_ids and base != mine:
+                found.setdefault(kb_id, []).append(name)
+        return found
 
     def _reconcile_kb(self, source: ChunkSource, kb_id: str) -> int:
         # Another worker may be publishing meanwhile. Its chunk rows are committed before their

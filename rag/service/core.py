@@ -104,7 +104,7 @@ class KnowledgeService:
                 lambda: self.engines.embedder,
                 self.engines.index,
                 contextual_headings=settings.index.contextual_headings,
-                also_embed=self.engines.synthesizer_class.publish_texts,  # what its answers embed
+                sentences=self.engines.synthesizer_class.publish_sentences,  # what its answers embed
             )
             self.publish_queue = PublishQueue(self.publisher)
             self.publish_worker: PublishWorker | None = None

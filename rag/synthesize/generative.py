@@ -61,7 +61,7 @@ class _DeclineGate:
 
 
 class LLMSynthesizer:
-    publish_texts = None  # nothing is embedded at publish time for a model's answer
+    publish_sentences = None  # nothing is embedded at publish time for a model's answer
     def __init__(self, model: ChatModel, excerpt_chars: int = 2000, prompts_dir: Path | None = None) -> None:
         self.model = model
         self.excerpt_chars = excerpt_chars

@@ -102,9 +102,33 @@ def test_every_number_says_what_set_it() -> None:
 
 
 def test_the_synthesizer_declares_what_is_embedded_at_publish(tmp_path: Path) -> None:
-    texts = ExtractiveSynthesizer.publish_texts(PAGES["cache.md"], ["Caching"])
-    assert texts and all(t.startswith("Caching: ") for t in texts)
+    text = PAGES["cache.md"]
+    indexed = "Docs > Caching\n\n" + text  # the chunk as the lanes see it: its heading path first
+    spans = ExtractiveSynthesizer.publish_sentences(indexed, text, ["Docs", "Caching"])
+    assert spans and all(s.key.startswith("Caching: ") for s in spans)
+    for span in spans:  # each found where the chunk says it: its heading, then its own words
+        assert span.ranges, span.key
+        (h0, h1), (s0, s1) = span.ranges
+        assert indexed[h0:h1] == "Caching" and h1 <= s0
+        said = span.key.removeprefix("Caching: ")
+        assert indexed[s0:s1].split()[0] == said.split()[0] and indexed[s0:s1].rstrip(".").split()[-1] == said.rstrip(".").split()[-1]
     with KnowledgeService(Settings(home=tmp_path / "a")) as extractive:
-        assert extractive.publisher.also_embed is ExtractiveSynthesizer.publish_texts
+        assert extractive.publisher.sentences is ExtractiveSynthesizer.publish_sentences
     with KnowledgeService(Settings(home=tmp_path / "b", llm_model="openai/never-called")) as model:
-        assert model.publisher.also_embed is None  # a model's answer embeds nothing ahead
+        assert model.publisher.sentences is None  # a model's answer embeds nothing ahead
+
+
+def test_sentences_are_found_in_any_script_and_beside_tables() -> None:
+    """Letters whose lower case is longer ("İ"), Markdown marks the reader drops and a table row
+    (written under its header: embedded alone) do not mislead where a sentence lies."""
+    text = ("# İstanbul office\n\nThe **İstanbul** office opens at [nine](https://example.org) every weekday. "
+            "Visitors sign in at the front desk on the ground floor.\n\n"
+            "| Day | Hours |\n| --- | --- |\n| Saturday | closed all day long |\n")
+    spans = ExtractiveSynthesizer.publish_sentences(text, text, ["İstanbul office"])
+    located = {s.key.split(": ", 1)[1]: s.ranges for s in spans}
+    opens = next(r for k, r in located.items() if k.startswith("The İstanbul office"))
+    assert text[opens[-1][0]:opens[-1][1]].startswith("The **İstanbul** office opens")
+    assert text[opens[-1][0]:opens[-1][1]].endswith("every weekday")
+    desk = next(r for k, r in located.items() if k.startswith("Visitors"))
+    assert text[desk[-1][0]:desk[-1][1]] == "Visitors sign in at the front desk on the ground floor"
+    assert all(not r for k, r in located.items() if "Saturday" in k)

@@ -20,7 +20,7 @@ from sqlalchemy import bindparam, func, insert, select
 from rag import telemetry
 from rag.errors import Unavailable
 from rag.ingest.chunk import Chunker, ChunkSpec
-from rag.models.embed import Embedder, bulk_embedding
+from rag.models.embed import CachedEmbedder, Embedder, SentenceSpan, bulk_embedding
 from rag.retrieve.index import SearchIndex
 from rag.retrieve.lanes import ChunkSource
 from rag.retrieve.types import IndexRow, heading_text
@@ -111,13 +111,14 @@ class Publisher:
         index: SearchIndex,
         contextual_headings: bool = True,
         batch_chunks: int = 512,
-        also_embed: Callable[[str, Sequence[str]], list[str]] | None = None,
+        sentences: Callable[[str, str, Sequence[str]], list[SentenceSpan]] | None = None,
     ) -> None:
         self.db = db
-        # More texts of each chunk to embed while publishing, from (its text, its heading path):
-        # the extractive answer's sentences, so that a question never asked before finds their
-        # vectors in the embedding cache instead of waiting for the model.
-        self.also_embed = also_embed
+        # The sentences of each chunk an answer embeds, from (its indexed text, its text, its
+        # heading path): the extractive answer's, whose vectors are pooled out of the chunk's own
+        # pass while publishing, so that a question never asked before finds them in the
+        # embedding cache instead of waiting for the model.
+        self.sentences = sentences
         self.chunker = chunker
         self._embedder = embedder
         self.index = index
@@ -212,6 +213,16 @@ class Publisher:
         with bulk_embedding():
             return self._embedder().embed(list(texts)) if texts else np.zeros((0, 1), dtype=np.float32)
 
+    def _embed_with_sentences(self, texts: Sequence[str], spans: Sequence[Sequence[SentenceSpan]]) -> np.ndarray:
+        """Chunk vectors, their sentences' kept in the cache for answers (one pass per chunk where
+        the embedder pools them: CachedEmbedder.embed_chunks). An embedder with no cache keeps
+        nothing: an answer embeds its sentences then."""
+        embedder = self._embedder()
+        if not isinstance(embedder, CachedEmbedder):
+            return self._embed(texts)
+        with bulk_embedding():
+            return embedder.embed_chunks(texts, spans)
+
     def _index_and_flip(self, claim, group: list[_Pending]) -> list[int]:
         """Write the group's chunks (committed, still invisible: their versions are `publishing`)
         with the lanes in the store in the same transaction, then the lanes outside it, then flip
@@ -224,9 +235,13 @@ class Publisher:
         texts = [t for p in group for t in p.texts]
         version_ids = [p.version_id for p in group]
         try:
-            vectors = self._embed(texts) if self.index.uses_vectors else None
-            if self.also_embed is not None:
-                self._embed([t for p in group for spec in p.specs for t in self.also_embed(spec.text, spec.heading_path)])
+            if self.sentences is not None:
+                spans = [self.sentences(text, spec.text, spec.heading_path)
+                         for p in group for spec, text in zip(p.specs, p.texts)]
+                vectors = self._embed_with_sentences(texts, spans)
+                vectors = vectors if self.index.uses_vectors else None
+            else:
+                vectors = self._embed(texts) if self.index.uses_vectors else None
             rows = [
                 {
                     "version_id": p.version_id,

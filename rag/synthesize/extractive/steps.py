@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from rag.models.embed import Embedder
+from rag.models.embed import Embedder, embed_sentences
 from rag.retrieve.text import stems
 from rag.retrieve.types import Hit
 from rag.settings import AnswerSettings
@@ -115,7 +115,7 @@ def score_sentences(draft: Draft, env: Env) -> Draft:
         c.score = sentence_score(c.features, t)
     listed = shortlist(draft.pool, env.settings.extractive_embed)
     query = q.vector if q.vector is not None else env.embedder.embed_query(q.text)
-    vectors = env.embedder.embed([embedded_text(c.context, c.text) for c in listed])
+    vectors = embed_sentences(env.embedder, [embedded_text(c.context, c.text) for c in listed])
     query = query / (np.linalg.norm(query) or 1.0)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     vectors = vectors / np.where(norms == 0, 1.0, norms)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
-from rag.models.embed import Embedder
+from rag.models.embed import Embedder, SentenceSpan
 from rag.retrieve.types import Hit, Query
 from rag.settings import AnswerSettings
 from rag.synthesize import declines
@@ -20,7 +20,7 @@ from rag.synthesize.extractive.draft import Draft
 from rag.synthesize.extractive.question import Question
 from rag.synthesize.extractive.steps import Env, run
 from rag.synthesize.extractive.subject import DocFreq
-from rag.synthesize.extractive.text import sentence_texts, write
+from rag.synthesize.extractive.text import sentence_spans, write
 from rag.synthesize.extractive.tuning import TUNING, Tuning
 from rag.synthesize.types import ABSTENTION, Answer, AnswerEvent, final_answer
 
@@ -36,10 +36,11 @@ class ExtractiveSynthesizer:
         self.tuning = tuning
 
     @staticmethod
-    def publish_texts(text: str, heading_path: Sequence[str]) -> list[str]:
-        """What an answer drawing on this chunk embeds: the publisher embeds these texts ahead, so
-        that a question never asked before finds its sentences' vectors in the embedding cache."""
-        return sentence_texts(text, heading_path, TUNING.min_words)
+    def publish_sentences(indexed: str, text: str, heading_path: Sequence[str]) -> list[SentenceSpan]:
+        """What an answer drawing on this chunk embeds: its sentences, which the publisher pools
+        out of the chunk's own pass (CachedEmbedder.embed_chunks), so that a question never asked
+        before finds their vectors in the embedding cache."""
+        return sentence_spans(indexed, text, heading_path, TUNING.min_words)
 
     def draft(self, question: str | Query, hits: Sequence[Hit]) -> Draft:
         """The answer's draft after every step: `chosen` in reading order, or `declined` with its reason."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from rag.models.embed import SentenceSpan
 from rag.retrieve.types import Hit
 from rag.synthesize.extractive.documents import QUALIFIER, names_page, prose, says_name, words_of
 from rag.synthesize.extractive.draft import Candidate
@@ -126,3 +127,69 @@ def sentence_texts(text: str, heading_path: Sequence[str], min_words: int) -> li
     """The texts an answer drawing on this chunk embeds (its sentences of `min_words` or more)."""
     fallback = heading_path[-1] if heading_path else ""
     return [embedded_text(s.heading or fallback, s.text) for s in excerpt_sentences(text, min_words)]
+
+
+_ANCHOR = 24  # letters and digits at each end of a sentence that locate it when its middle was tidied
+_LINK_TARGET = re.compile(r"\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")  # a Markdown link's target: the reader keeps its text only
+
+
+def _letters(text: str) -> tuple[str, list[int]]:
+    """The text's letters and digits, lower case, and where each stands in the text: a sentence
+    found in it whatever Markdown marks or spacing the excerpt's reading removed."""
+    letters: list[str] = []
+    where: list[int] = []
+    hidden = {i for m in _LINK_TARGET.finditer(text) for i in range(m.start(), m.end())}
+    for i, c in enumerate(text):
+        if c.isalnum() and i not in hidden:
+            lower = c.lower()  # may be longer than one character ("İ")
+            letters.append(lower)
+            where.extend([i] * len(lower))
+    return "".join(letters), where
+
+
+def _locate(sentence: str, letters: str, where: list[int], cursor: int) -> tuple[int, int, int] | None:
+    """(start, end, next cursor) of the sentence in the text `letters` was read from, searching
+    from `cursor`; None when it is not there (a table row written under its header, a sentence
+    split in a way the text does not show)."""
+    mine, _ = _letters(sentence)
+    if not mine:
+        return None
+    at = letters.find(mine, cursor)
+    anchor = max(8, min(_ANCHOR, len(mine) // 4))
+    if at >= 0:
+        stop = at + len(mine)
+    elif len(mine) >= 2 * anchor:
+        at = letters.find(mine[:anchor], cursor)
+        tail = letters.find(mine[-anchor:], at + anchor) if at >= 0 else -1
+        if tail < 0 or tail + anchor - at > 2 * len(mine):
+            return None
+        stop = tail + anchor
+    else:
+        return None
+    return where[at], where[stop - 1] + 1, stop
+
+
+def sentence_spans(indexed: str, text: str, heading_path: Sequence[str], min_words: int) -> list[SentenceSpan]:
+    """The sentences an answer drawing on this chunk may embed (`sentence_texts`), each with where
+    its heading and its words lie in the chunk's indexed text (`indexed`, which ends with `text`):
+    their vectors are pooled out of the chunk's own pass at publish time. One not found there has
+    no ranges (it is embedded alone)."""
+    fallback = heading_path[-1] if heading_path else ""
+    offset = len(indexed) - len(text) if indexed.endswith(text) else None
+    letters, where = _letters(text)
+    spans: list[SentenceSpan] = []
+    cursor = 0
+    for s in excerpt_sentences(text, min_words):
+        heading = s.heading or fallback
+        key = embedded_text(heading, s.text)
+        found = None if offset is None or s.table else _locate(s.text, letters, where, cursor)
+        if found is None:
+            spans.append(SentenceSpan(key))
+            continue
+        start, end, cursor = found
+        ranges = [(offset + start, offset + end)]
+        before = indexed.rfind(heading, 0, offset + start) if heading else -1
+        if before >= 0:
+            ranges.insert(0, (before, before + len(heading)))
+        spans.append(SentenceSpan(key, tuple(ranges)))
+    return spans
