@@ -1,21 +1,26 @@
-"""Ingest throughput, end to end, beside the raw embedding model on the very same texts.
+"""Ingest throughput and CPU per chunk, end to end, beside the raw embedding model on the same texts.
 
 A fresh temporary home with a fresh, EMPTY embedding cache, so the model really runs. The timed
 pipeline is reading, parsing, chunking, embedding and writing (SQLite, the keyword index, Chroma); the model
 is loaded and warmed before the clock starts (its load time is reported apart). Publishing embeds,
-per group of about 512 chunks, the chunks' indexed texts and then, when no LLM model is configured,
-the sentence texts the extractive answer will embed (``Publisher.also_embed``, that is
-``ExtractiveSynthesizer.publish_texts(text, heading_path)`` of each chunk). Every list the
-publisher embeds is recorded, and checked against the same texts rebuilt from the store afterwards
-(``Publisher.indexed_rows`` and ``sentence_texts`` of each stored chunk). Then exactly those texts go
-through ``LocalEmbedder.embed`` with the same batch size: once in one call, and once in the very
-calls the publisher made (each group's chunks, then its sentences). Target: the pipeline reaches at
-least 90% of the raw model's texts/s (one call).
+per group of about 512 chunks, the chunks' indexed texts; when no LLM model is configured the
+sentences the extractive answer will embed (``Publisher.sentences``, that is
+``ExtractiveSynthesizer.publish_sentences`` of each chunk) are pooled out of the same pass
+(``CachedEmbedder.embed_chunks``). Every group the publisher embeds is recorded, and checked against
+the same texts and sentences rebuilt from the store afterwards. Then exactly those texts go through
+``LocalEmbedder.embed_pooled`` with the same batch size: once in one call, and once in the very calls
+the publisher made. Target: the pipeline reaches at least 90% of the raw model's chunks/s (one call).
+The pipeline's CPU-ms per chunk is this process's CPU time over the pipeline (all its threads).
+
+``--trees A B ...`` compares checkouts instead: `rag ingest` of the corpus by each tree's code, in a
+process of its own on a fresh home and empty cache, the trees taking turns (``--rounds``): CPU-ms per
+chunk (the process's, model load included) and chunks/s end to end, each tree's median.
 
     python -m benchmarks.ingest_throughput                      # the 18F handbook directory
-    python -m benchmarks.ingest_throughput --no-sentences       # chunks only (also_embed off)
+    python -m benchmarks.ingest_throughput --no-sentences       # chunks only (Publisher.sentences off)
     python -m benchmarks.ingest_throughput --corpus scifact --limit 2000 --json out.json
-    python -m benchmarks.ingest_throughput --bulk-backend onnx  # a publish's batches on ONNX (default: torch)
+    python -m benchmarks.ingest_throughput --bulk-backend torch  # a publish's batches on torch (default: onnx)
+    python -m benchmarks.ingest_throughput --trees ../old . --share 4 --rounds 2   # side by side
 """
 
 from __future__ import annotations
@@ -68,47 +73,54 @@ class ParseTimer:
 
 
 class PublishRecorder:
-    """Wraps the publisher's `_embed` and `also_embed`: records every list the publisher embeds, as
-    "chunks" or "sentences", with the seconds spent in each (cache lookups + model), and the seconds
-    spent making the sentence texts. Per group the publisher embeds its chunks, then calls also_embed
-    for each chunk, then embeds the sentences: an `_embed` after an also_embed call is the sentences."""
+    """Wraps the publisher's `_embed` and `_embed_with_sentences`: records every group the
+    publisher embeds (its chunk texts, and the sentence spans pooled out of their pass), with the
+    seconds spent (cache lookups + model), and the seconds spent finding the sentences."""
 
     def __init__(self, publisher: Any) -> None:
-        self.calls: list[tuple[str, list[str]]] = []
-        self.embed_s = {"chunks": 0.0, "sentences": 0.0}
-        self.sentence_texts_s = 0.0
-        self._sentences_next = False
-        embed = publisher._embed
-        also: Callable[[str, Sequence[str]], list[str]] | None = publisher.also_embed
+        self.calls: list[tuple[list[str], list[list[Any]]]] = []
+        self.embed_s = 0.0
+        self.sentence_spans_s = 0.0
+        embed, with_sentences = publisher._embed, publisher._embed_with_sentences
+        sentences: Callable[..., list[Any]] | None = publisher.sentences
 
         def timed_embed(texts: Sequence[str]) -> Any:
-            kind = "sentences" if self._sentences_next else "chunks"
-            self._sentences_next = False
             started = time.perf_counter()
             try:
                 return embed(texts)
             finally:
-                self.embed_s[kind] += time.perf_counter() - started
-                self.calls.append((kind, list(texts)))
+                self.embed_s += time.perf_counter() - started
+                self.calls.append((list(texts), [[] for _ in texts]))
 
-        publisher._embed = timed_embed  # the instance attribute shadows the method for self._embed(...)
-        if also is not None:
-            def timed_also(text: str, heading_path: Sequence[str]) -> list[str]:
-                self._sentences_next = True
+        def timed_with_sentences(texts: Sequence[str], spans: Sequence[Sequence[Any]]) -> Any:
+            started = time.perf_counter()
+            try:
+                return with_sentences(texts, spans)
+            finally:
+                self.embed_s += time.perf_counter() - started
+                self.calls.append((list(texts), [list(s) for s in spans]))
+
+        # Instance attributes shadow the methods for self._embed(...) and self._embed_with_sentences(...).
+        publisher._embed, publisher._embed_with_sentences = timed_embed, timed_with_sentences
+        if sentences is not None:
+            def timed_sentences(indexed: str, text: str, heading_path: Sequence[str]) -> list[Any]:
                 started = time.perf_counter()
                 try:
-                    return also(text, heading_path)
+                    return sentences(indexed, text, heading_path)
                 finally:
-                    self.sentence_texts_s += time.perf_counter() - started
+                    self.sentence_spans_s += time.perf_counter() - started
 
-            publisher.also_embed = timed_also
+            publisher.sentences = timed_sentences
 
-    def texts(self, kind: str | None = None) -> list[str]:
-        return [t for k, texts in self.calls if kind in (None, k) for t in texts]
+    def texts(self) -> list[str]:
+        return [t for texts, _ in self.calls for t in texts]
+
+    def spans(self) -> list[list[Any]]:
+        return [s for _, spans in self.calls for s in spans]
 
 
 def run(corpus: str, limit: int | None, keep: bool, sentences: bool = True, backend: str = "onnx",
-        bulk: str = "torch") -> dict[str, Any]:
+        bulk: str = "onnx") -> dict[str, Any]:
     from sqlalchemy import select
 
     from rag.models.embed import LocalEmbedder, bulk_embedding
@@ -130,11 +142,11 @@ def run(corpus: str, limit: int | None, keep: bool, sentences: bool = True, back
             inner = cached.inner  # the LocalEmbedder behind the cache
             svc.index.open()  # Chroma, before the clock starts
             with bulk_embedding():  # the runtime a publish embeds on, loaded now
-                inner.embed([WARMUP_TEXT] * inner.batch_size)  # straight to the model: the cache stays empty
+                inner.embed_pooled([WARMUP_TEXT] * inner.batch_size, [[]] * inner.batch_size)  # the cache stays empty
             result["model_load_seconds"] = round(time.perf_counter() - started, 2)
             if not sentences:
-                svc.publisher.also_embed = None
-            result["sentences_embedded"] = svc.publisher.also_embed is not None
+                svc.publisher.sentences = None
+            result["sentences_embedded"] = svc.publisher.sentences is not None
             recorder = PublishRecorder(svc.publisher)
             first_indexing: list[float] = []
 
@@ -142,77 +154,78 @@ def run(corpus: str, limit: int | None, keep: bool, sentences: bool = True, back
                 if stage == "indexing" and not first_indexing:
                     first_indexing.append(time.perf_counter())
 
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             if corpus == "handbook":
                 report = svc.ingest_directory(p, DATASETS / "handbook_18f" / "pages", "bench", progress=progress)
             else:
                 records = source_records("scifact")[:limit] if limit else source_records("scifact")
                 report = svc.ingest_records(p, records, "bench", provider="corpus", progress=progress)
-            pipeline_s = time.perf_counter() - started
+            pipeline_s, pipeline_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
             misses, hits = cached.misses, cached.hits
+            pooled, alone = cached.sentences_pooled, cached.sentences_alone
             before_indexing = (first_indexing or [started])[0] - started
-            embed_s = sum(recorder.embed_s.values())
             result["pipeline_stages"] = {
                 "read_parse_chunk_until_indexing_s": round(before_indexing, 2),
-                "embed_chunks_s": round(recorder.embed_s["chunks"], 2),
-                "sentence_texts_s": round(recorder.sentence_texts_s, 2),
-                "embed_sentences_s": round(recorder.embed_s["sentences"], 2),
-                "other_s": round(pipeline_s - before_indexing - embed_s - recorder.sentence_texts_s, 2),
+                "sentence_spans_s": round(recorder.sentence_spans_s, 2),
+                "embed_s": round(recorder.embed_s, 2),
+                "other_s": round(pipeline_s - before_indexing - recorder.embed_s - recorder.sentence_spans_s, 2),
             }
             result["loadavg_1m_after_pipeline"] = round(os.getloadavg()[0], 2)
             # The same texts rebuilt from the store: the lanes' indexed texts, and each chunk's
-            # sentence texts as the publisher asks for them, in chunk order.
+            # sentences as the publisher asks for them, in chunk order.
             with svc.db.session() as session:
                 chunk_texts = [row.text for row in svc.publisher.indexed_rows(session)]
                 stored = session.execute(select(Chunk.text, Chunk.heading_path).order_by(Chunk.id)).all()
-            sentence_list = (
-                [t for text, path in stored for t in ExtractiveSynthesizer.publish_texts(text, tuple(path or ()))]
-                if result["sentences_embedded"] else []
+            spans_list = (
+                [ExtractiveSynthesizer.publish_sentences(indexed, text, tuple(path or ()))
+                 for indexed, (text, path) in zip(chunk_texts, stored)]
+                if result["sentences_embedded"] else [[] for _ in chunk_texts]
             )
         with sqlite3.connect(settings.home / "rag.db") as conn:
             chunks = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
-        calls = [(kind, texts) for kind, texts in recorder.calls if texts]
+        calls = [(texts, spans) for texts, spans in recorder.calls if texts]
         texts = recorder.texts()
-        result["recorded_matches_store"] = {
-            "chunks": recorder.texts("chunks") == chunk_texts,
-            "sentences": recorder.texts("sentences") == sentence_list,
-        }
+        result["recorded_matches_store"] = {"chunks": texts == chunk_texts, "sentences": recorder.spans() == spans_list}
 
         raw = LocalEmbedder(batch_size=settings.index.embed_batch_size, settings=settings.embed)
+
+        def raw_pass(texts: Sequence[str], spans: Sequence[Sequence[Any]]) -> None:
+            raw.embed_pooled(texts, [[s.ranges for s in chunk] for chunk in spans])
+            if not raw.pools:  # on torch the sentences take a pass of their own, as publishing does
+                raw.embed([s.key for chunk in spans for s in chunk])
+
         with bulk_embedding():  # the runtime a publish embeds on (RAG_EMBED__BULK_BACKEND)
             raw.embed([WARMUP_TEXT] * raw.batch_size)
             started = time.perf_counter()
-            raw.embed(texts)
+            raw_pass(texts, recorder.spans())
             raw_s = time.perf_counter() - started
-            as_calls_s = {"chunks": 0.0, "sentences": 0.0}
-            for kind, part in calls:  # the publisher's very calls, in its order
-                began = time.perf_counter()
-                raw.embed(part)
-                as_calls_s[kind] += time.perf_counter() - began
-        grouped_s = sum(as_calls_s.values())
+            started = time.perf_counter()
+            for part, spans in calls:  # the publisher's very calls, in its order
+                raw_pass(part, spans)
+            grouped_s = time.perf_counter() - started
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    n_chunks, n_sentences, n = len(recorder.texts("chunks")), len(recorder.texts("sentences")), len(texts)
+    n = len(texts)
 
     def rate(seconds: float) -> dict[str, float]:
-        return {"seconds": round(seconds, 2), "texts_per_s": round(n / seconds, 1) if seconds else 0.0}
+        return {"seconds": round(seconds, 2), "chunks_per_s": round(n / seconds, 1) if seconds else 0.0}
 
     result.update({
         "documents": len(report.added), "chunks": chunks, "report_chunks": report.chunks,
-        "texts": {"chunks": n_chunks, "sentences": n_sentences, "total": n, "distinct": len(set(texts)),
-                  "embed_calls": len(calls)},
+        "texts": {"chunks": n, "sentences": sum(len(s) for s in recorder.spans()), "distinct": len(set(texts)),
+                  "embed_calls": len(calls), "sentences_pooled": pooled, "sentences_alone": alone},
         "model_runs_on": misses, "cache_hits": hits,
         "batch_size": settings.index.embed_batch_size,
         "pipeline": rate(pipeline_s),
+        "pipeline_cpu_ms_per_chunk": round(1000 * pipeline_cpu_s / n, 1) if n else 0.0,
         "raw_model": rate(raw_s),
         "raw_model_as_publisher_calls": rate(grouped_s),
-        "raw_model_split_s": {k: round(v, 2) for k, v in as_calls_s.items()},
         "loadavg_1m_after": round(os.getloadavg()[0], 2),
     })
-    result["ratio"] = round(raw_s / pipeline_s, 3)  # texts/s over texts/s: the same texts on both sides
+    result["ratio"] = round(raw_s / pipeline_s, 3)  # chunks/s over chunks/s: the same texts on both sides
     result["ratio_vs_publisher_calls"] = round(grouped_s / pipeline_s, 3)
     return result
 
@@ -220,33 +233,114 @@ def run(corpus: str, limit: int | None, keep: bool, sentences: bool = True, back
 def print_table(r: dict[str, Any]) -> None:
     t = r["texts"]
     print(f"\n## ingest throughput: {r['corpus']}, {r.get('backend', 'torch')} ({r['documents']} documents, {r['chunks']} chunks; "
-          f"sentences {'embedded' if r['sentences_embedded'] else 'NOT embedded'}; model ran on {r['model_runs_on']} "
-          f"of {t['total']} texts ({t['distinct']} distinct, {r['cache_hits']} cache hits); batch {r['batch_size']}; "
-          f"model load {r['model_load_seconds']} s, untimed; load {r['loadavg_1m_before']} -> {r['loadavg_1m_after']})")
-    print("| run | chunks | sentence texts | texts embedded | seconds | texts/s | pipeline share |")
+          f"sentences {'embedded' if r['sentences_embedded'] else 'NOT embedded'}: {t['sentences']}, "
+          f"{t['sentences_pooled']} pooled out of their chunk's pass, {t['sentences_alone']} embedded alone; model ran "
+          f"on {r['model_runs_on']} of {t['chunks']} chunk texts ({t['distinct']} distinct, {r['cache_hits']} cache "
+          f"hits); batch {r['batch_size']}; model load {r['model_load_seconds']} s, untimed; load "
+          f"{r['loadavg_1m_before']} -> {r['loadavg_1m_after']})")
+    print("| run | chunks | sentences | seconds | chunks/s | CPU-ms per chunk | pipeline share |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    rows = [("pipeline (ingest, end to end)", r["pipeline"]), ("raw model, one embed() call", r["raw_model"]),
+    rows = [("pipeline (ingest, end to end)", r["pipeline"]), ("raw model, one call", r["raw_model"]),
             (f"raw model, the publisher's {t['embed_calls']} calls", r["raw_model_as_publisher_calls"])]
     for name, s in rows:
         share = "" if s is r["pipeline"] else f"{s['seconds'] / r['pipeline']['seconds']:.1%}"
-        print(f"| {name} | {t['chunks']} | {t['sentences']} | {t['total']} | {s['seconds']:.2f} | "
-              f"{s['texts_per_s']:.1f} | {share} |")
-    st, raw = r["pipeline_stages"], r["raw_model_split_s"]
-    embed_total = st["embed_chunks_s"] + st["embed_sentences_s"]
-    raw_total = raw["chunks"] + raw["sentences"]
+        cpu = r["pipeline_cpu_ms_per_chunk"] if s is r["pipeline"] else ""
+        print(f"| {name} | {t['chunks']} | {t['sentences']} | {s['seconds']:.2f} | {s['chunks_per_s']:.1f} | {cpu} | {share} |")
+    st = r["pipeline_stages"]
     print(f"\npipeline split: {st['read_parse_chunk_until_indexing_s']} s reading+parsing+chunking (before the first "
-          f"embedding); {st['embed_chunks_s']} s embedding chunks, {st['sentence_texts_s']} s making sentence texts, "
-          f"{st['embed_sentences_s']} s embedding sentences (cache lookups + model); {st['other_s']} s writing and the "
-          f"rest; load after the pipeline {r['loadavg_1m_after_pipeline']}")
-    if embed_total:
-        print(f"embedding time, sentences vs chunks: pipeline {st['embed_sentences_s'] / embed_total:.0%} / "
-              f"{st['embed_chunks_s'] / embed_total:.0%}; raw model (publisher's calls) "
-              f"{raw['sentences'] / raw_total:.0%} / {raw['chunks'] / raw_total:.0%}")
+          f"embedding); {st['sentence_spans_s']} s finding sentences; {st['embed_s']} s embedding (cache lookups + "
+          f"model); {st['other_s']} s writing and the rest; load after the pipeline {r['loadavg_1m_after_pipeline']}")
     m = r["recorded_matches_store"]
     print(f"texts recorded while publishing = texts rebuilt from the store: chunks {m['chunks']}, sentences {m['sentences']}")
     verdict = "meets" if r["ratio"] >= TARGET_RATIO else "BELOW"
     print(f"pipeline / raw model (one call): {r['ratio']:.1%} ({verdict} the {TARGET_RATIO:.0%} target); "
           f"/ raw model (publisher's calls): {r['ratio_vs_publisher_calls']:.1%}")
+
+
+def _corpus_folder(corpus: str, share: int, into: Path) -> Path:
+    """The corpus as a folder `rag ingest` reads: the handbook's pages, or one SciFact abstract per
+    Markdown file; with `share` N, every Nth file (sorted), so runs compare on the same files."""
+    folder = into / "corpus"
+    if corpus == "handbook":
+        root = DATASETS / "handbook_18f" / "pages"
+        files = sorted(p for p in root.rglob("*") if p.is_file())[::share]
+        for path in files:
+            target = folder / path.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+    else:
+        folder.mkdir(parents=True)
+        for record in source_records("scifact")[::share]:
+            (folder / f"{record['id']}.md").write_text(f"# {record['title']}\n\n{record['text']}\n")
+    return folder
+
+
+def _ingest_process(tree: Path, folder: Path, scratch: Path, env: dict[str, str]) -> dict[str, float]:
+    """`rag ingest` of the folder by the code in `tree`, in a process of its own on a fresh home
+    with an empty embedding cache: wall seconds, the process's CPU seconds (all its threads and
+    children), chunks written."""
+    import resource
+    import subprocess
+
+    home = scratch / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    cache = scratch / "embeddings.sqlite"
+    for leftover in scratch.glob("embeddings.sqlite*"):
+        leftover.unlink()
+    run_env = {**env, "RAG_HOME": str(home), "RAG_EMBED_CACHE": str(cache), "PYTHONPATH": str(tree)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "rag.cli", "ingest", str(folder), "--json"], cwd=tree, env=run_env,
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with sqlite3.connect(home / "rag.db") as conn:
+        chunks = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": wall, "cpu_s": cpu, "chunks": chunks}
+
+
+def side_by_side(trees: Sequence[Path], corpus: str, share: int, rounds: int) -> dict[str, Any]:
+    """Each tree's `rag ingest` (`_ingest_process`), the trees taking turns for `rounds` rounds, so
+    that a machine whose load changes weighs on each alike. Per tree: CPU-ms per chunk (process
+    CPU, model load included, as a user pays it) and chunks/s end to end, the median of its rounds."""
+    import statistics
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
+    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    runs: dict[str, list[dict[str, float]]] = {str(t): [] for t in trees}
+    loads = [round(os.getloadavg()[0], 2)]
+    with tempfile.TemporaryDirectory(prefix="rag-ingest-side-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        folder = _corpus_folder(corpus, share, scratch)
+        for n in range(rounds):
+            for tree in trees:
+                found = _ingest_process(tree, folder, scratch, env)
+                runs[str(tree)].append(found)
+                print(f"round {n + 1}, {tree}: {found['chunks']} chunks, {found['wall_s']:.1f} s, "
+                      f"{found['cpu_s']:.1f} CPU s", file=sys.stderr)
+        loads.append(round(os.getloadavg()[0], 2))
+    result: dict[str, Any] = {"corpus": corpus, "share": share, "rounds": rounds, "loadavg_1m": loads, "trees": {}}
+    for tree, found in runs.items():
+        result["trees"][tree] = {
+            "chunks": found[0]["chunks"],
+            "cpu_ms_per_chunk": round(statistics.median(1000 * f["cpu_s"] / f["chunks"] for f in found), 1),
+            "chunks_per_s": round(statistics.median(f["chunks"] / f["wall_s"] for f in found), 2),
+            "wall_s": [round(f["wall_s"], 1) for f in found],
+        }
+    return result
+
+
+def print_side_by_side(r: dict[str, Any]) -> None:
+    first = next(iter(r["trees"].values()))
+    print(f"\n## `rag ingest`, {r['corpus']} (every {r['share']} file(s)), empty cache, trees in turn, "
+          f"median of {r['rounds']} rounds; load {r['loadavg_1m'][0]} -> {r['loadavg_1m'][-1]}")
+    print("| tree | chunks | CPU-ms per chunk | chunks/s end to end | vs the first tree | wall s per round |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    for tree, t in r["trees"].items():
+        print(f"| {tree} | {t['chunks']} | {t['cpu_ms_per_chunk']} | {t['chunks_per_s']} | "
+              f"{t['chunks_per_s'] / first['chunks_per_s']:.2f}x | {', '.join(map(str, t['wall_s']))} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,12 +349,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N SciFact records")
     parser.add_argument("--keep", action="store_true", help="keep the temporary home")
     parser.add_argument("--no-sentences", action="store_true",
-                        help="publish without embedding the sentence texts (also_embed off): chunks only")
+                        help="publish without the answers' sentence vectors (Publisher.sentences off): chunks only")
     parser.add_argument("--backend", choices=["onnx", "torch"], default="onnx", help="the local model's runtime")
-    parser.add_argument("--bulk-backend", choices=["onnx", "torch"], default="torch",
+    parser.add_argument("--bulk-backend", choices=["onnx", "torch"], default="onnx",
                         help="with --backend onnx: the runtime of a publish's document batches")
     parser.add_argument("--json", metavar="PATH", help="also write the result as JSON ('-' for stdout)")
+    parser.add_argument("--trees", type=Path, nargs="+", metavar="TREE",
+                        help="side by side instead: `rag ingest` by the code of each tree (a checkout), in turn")
+    parser.add_argument("--share", type=int, default=1, help="with --trees: every Nth file of the corpus")
+    parser.add_argument("--rounds", type=int, default=2, help="with --trees: rounds of turns")
     args = parser.parse_args(argv)
+    if args.trees:
+        result = side_by_side(args.trees, args.corpus, args.share, args.rounds)
+        print_side_by_side(result)
+        write_json(result, args.json)
+        return 0
     result = run(args.corpus, args.limit, args.keep, sentences=not args.no_sentences, backend=args.backend,
                  bulk=args.bulk_backend)
     print_table(result)
