@@ -47,7 +47,7 @@ from rag.settings import LOCAL_EMBED_MODEL, EmbedSettings, Settings
 log = logging.getLogger(__name__)
 
 # The ONNX file of each document encoder (EmbedSettings.documents).
-DOCUMENT_FILES = {"fp32": FP32_FILE, "int8": INT8_FILE, "int8-all": SEARCH_FILE}
+DOCUMENT_FILES = {"fp32": FP32_FILE, "int8": INT8_FILE}
 
 
 class Embedder(Protocol):
