@@ -300,13 +300,17 @@ def _ingest_process(tree: Path, folder: Path, scratch: Path, env: dict[str, str]
     return {"wall_s": wall, "cpu_s": cpu, "chunks": chunks}
 
 
-def side_by_side(trees: Sequence[Path], corpus: str, share: int, rounds: int) -> dict[str, Any]:
+def side_by_side(trees: Sequence[Path], corpus: str, share: int, rounds: int,
+                 settings: Sequence[str] = ()) -> dict[str, Any]:
     """Each tree's `rag ingest` (`_ingest_process`), the trees taking turns for `rounds` rounds, so
     that a machine whose load changes weighs on each alike. Per tree: CPU-ms per chunk (process
-    CPU, model load included, as a user pays it) and chunks/s end to end, the median of its rounds."""
+    CPU, model load included, as a user pays it) and chunks/s end to end, the median of its rounds.
+    `settings`: NAME=VALUE environment variables every tree runs with (RAG_* ones of this process
+    are not passed on)."""
     import statistics
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
+    env.update(item.split("=", 1) for item in settings)
     env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     runs: dict[str, list[dict[str, float]]] = {str(t): [] for t in trees}
@@ -321,7 +325,8 @@ def side_by_side(trees: Sequence[Path], corpus: str, share: int, rounds: int) ->
                 print(f"round {n + 1}, {tree}: {found['chunks']} chunks, {found['wall_s']:.1f} s, "
                       f"{found['cpu_s']:.1f} CPU s", file=sys.stderr)
         loads.append(round(os.getloadavg()[0], 2))
-    result: dict[str, Any] = {"corpus": corpus, "share": share, "rounds": rounds, "loadavg_1m": loads, "trees": {}}
+    result: dict[str, Any] = {"corpus": corpus, "share": share, "rounds": rounds, "settings": list(settings),
+                              "loadavg_1m": loads, "trees": {}}
     for tree, found in runs.items():
         result["trees"][tree] = {
             "chunks": found[0]["chunks"],
@@ -335,7 +340,8 @@ def side_by_side(trees: Sequence[Path], corpus: str, share: int, rounds: int) ->
 def print_side_by_side(r: dict[str, Any]) -> None:
     first = next(iter(r["trees"].values()))
     print(f"\n## `rag ingest`, {r['corpus']} (every {r['share']} file(s)), empty cache, trees in turn, "
-          f"median of {r['rounds']} rounds; load {r['loadavg_1m'][0]} -> {r['loadavg_1m'][-1]}")
+          f"median of {r['rounds']} rounds; {' '.join(r['settings']) or 'default settings'}; "
+          f"load {r['loadavg_1m'][0]} -> {r['loadavg_1m'][-1]}")
     print("| tree | chunks | CPU-ms per chunk | chunks/s end to end | vs the first tree | wall s per round |")
     print("| --- | ---: | ---: | ---: | ---: | --- |")
     for tree, t in r["trees"].items():
@@ -358,9 +364,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="side by side instead: `rag ingest` by the code of each tree (a checkout), in turn")
     parser.add_argument("--share", type=int, default=1, help="with --trees: every Nth file of the corpus")
     parser.add_argument("--rounds", type=int, default=2, help="with --trees: rounds of turns")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="with --trees: an environment variable for every tree's ingest (repeatable)")
     args = parser.parse_args(argv)
     if args.trees:
-        result = side_by_side(args.trees, args.corpus, args.share, args.rounds)
+        result = side_by_side(args.trees, args.corpus, args.share, args.rounds, args.set)
         print_side_by_side(result)
         write_json(result, args.json)
         return 0

@@ -63,10 +63,17 @@ class EmbedSettings(BaseModel):
     )
     bulk_backend: Literal["onnx", "torch"] = Field(
         "onnx",
-        description="With the onnx backend, the runtime of background document embedding (publishing, repairs). "
-        "ONNX Runtime gives each chunk one pass: the extractive answer's sentence vectors are pooled out of the "
-        "chunk's own token states (docs/architecture.md); on torch they take a second pass over each sentence. "
-        "Interactive calls (queries, an answer's sentences not pooled at publish) use the backend.",
+        description="With the onnx backend, the runtime of background document embedding (publishing, repairs): "
+        "ONNX Runtime runs texts one per call, `threads` calls side by side (less CPU per text than torch's "
+        "batches), and can pool the answers' sentence vectors out of each chunk's pass (sentence_vectors); torch "
+        "is sentence-transformers. Interactive calls (queries, an answer's sentences) use the backend.",
+    )
+    sentence_vectors: Literal["alone", "pooled"] = Field(
+        "alone",
+        description="How a publish makes the extractive answer's sentence vectors: each sentence embedded alone (a "
+        "second pass over its words), or, on the onnx bulk runtime, pooled out of its chunk's own pass (one pass per "
+        "chunk, about half the model's work; the handbook's answers held fewer facts, 0.700 against 0.800: "
+        "docs/benchmarks.md). Each kind has its own name in the embedding cache.",
     )
     documents: Literal["fp32", "int8"] = Field(
         "fp32",
@@ -92,9 +99,9 @@ class EmbedSettings(BaseModel):
     )
     threads: int = Field(
         0, ge=0, le=256,
-        description="Threads for document batches, on ONNX Runtime or torch (0: the runtime's default, one per "
-        "core; `rag serve` sets 1). An ONNX query always runs on one thread, so that concurrent queries run "
-        "side by side.",
+        description="Threads for document batches (0: one per core; `rag serve` sets 1): on ONNX Runtime that many "
+        "runs side by side, each on one thread (less CPU per text than threads inside one run); on torch its "
+        "intra-op threads. An ONNX query always runs on one thread, so that concurrent queries run side by side.",
     )
     onnx_dir: Path = Field(
         default_factory=lambda: Path(platformdirs.user_cache_dir("rag", appauthor=False)) / "onnx",

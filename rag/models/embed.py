@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -32,6 +33,7 @@ from rag.errors import Unavailable
 from rag.store.home import private_file
 from rag.models.export_onnx import encoder_file
 from rag.models.onnx_encoder import (
+    BULK_BATCH,
     CONTEXT_SHARE,
     FP32_FILE,
     INT8_FILE,
@@ -239,7 +241,7 @@ class LocalEmbedder:
         """fp32 vectors of texts: interactive ones (`bulk` False) on the backend, background batches
         on the bulk backend."""
         if bulk and self.onnx_bulk:
-            return self._onnx(self.bulk_file, self.settings.threads).encode(texts, self.batch_size)
+            return self._onnx(self.bulk_file, 1).encode(texts, BULK_BATCH, self.bulk_workers)
         if self.onnx and not bulk:
             return self._onnx(FP32_FILE, self.settings.threads).encode(texts, self.batch_size)
         with self._torch_lock:
@@ -285,10 +287,17 @@ class LocalEmbedder:
         return out
 
     @property
+    def bulk_workers(self) -> int:
+        """ONNX document batches run side by side, each on one thread: `threads` of them (0: one
+        per core; `rag serve` sets 1)."""
+        return self.settings.threads or os.cpu_count() or 1
+
+    @property
     def pools(self) -> bool:
         """Whether `embed_pooled` pools ranges out of the documents' own pass (the ONNX bulk
-        runtime); else it returns no pooled vector and the caller embeds those texts apart."""
-        return self.onnx_bulk
+        runtime, with `sentence_vectors` "pooled"); else it returns no pooled vector and the
+        caller embeds those texts apart."""
+        return self.onnx_bulk and self.settings.sentence_vectors == "pooled"
 
     def embed_pooled(self, texts: Sequence[str], ranges: Sequence[Sequence[Ranges]],
                      ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
@@ -299,11 +308,11 @@ class LocalEmbedder:
             return self.embed(texts), [[None] * len(r) for r in ranges]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         pooled: list[list[np.ndarray | None]] = [[] for _ in texts]
-        encoder = self._onnx(self.bulk_file, self.settings.threads)
+        encoder = self._onnx(self.bulk_file, 1)
 
         def encode(part: list[int]) -> None:
             vectors, found = encoder.encode_pooled([texts[i] for i in part], [ranges[i] for i in part],
-                                                   self.batch_size)
+                                                   BULK_BATCH, self.bulk_workers)
             out[part] = vectors
             for i, vectors_of_text in zip(part, found):
                 pooled[i] = vectors_of_text
@@ -424,12 +433,10 @@ class CachedEmbedder:
     """Document vectors cached in SQLite by (model, sha256(text)); queries go straight to the model.
 
     Sentence vectors (an extractive answer's) are kept apart, under the model's name with
-    SENTENCES appended: pooled out of their chunk's pass at publish time (`embed_chunks`), they are
-    not what embedding the same text alone gives, so a chunk whose text is one sentence never reads
-    one as the other."""
-
-    # The pooling's context share is in the name: vectors pooled with another one are other vectors.
-    SENTENCES = f"|sentences-{CONTEXT_SHARE}"
+    `sentences` appended: "|sentences" for sentences embedded alone, and, pooled out of their
+    chunk's pass at publish time (`embed_chunks`, EmbedSettings.sentence_vectors "pooled"), with the
+    pooling's context share in the name: they are not what embedding the same text alone gives, so
+    the two kinds never mix, nor a chunk whose text is one sentence with either."""
 
     def __init__(self, inner: Embedder, path: Path) -> None:
         self.inner = inner
@@ -450,6 +457,11 @@ class CachedEmbedder:
     @property
     def dim(self) -> int:
         return self.inner.dim
+
+    @property
+    def sentences(self) -> str:
+        """The cache name of sentence vectors, after the model's."""
+        return f"|sentences-pooled-{CONTEXT_SHARE}" if getattr(self.inner, "pools", False) else "|sentences"
 
     @staticmethod
     def _keys(texts: Sequence[str]) -> list[str]:
@@ -508,7 +520,7 @@ class CachedEmbedder:
         """Sentence vectors by their texts (SentenceSpan.key): those a publish pooled, the rest
         embedded alone now (and, with `store`, kept with them)."""
         keys = self._keys(texts)
-        model = self.name + self.SENTENCES
+        model = self.name + self.sentences
         found = self._lookup(model, keys)
         self._embed_missing(model, texts, keys, found, store)
         return self._stack(keys, found)
@@ -520,7 +532,7 @@ class CachedEmbedder:
         that does not pool, has its text embedded alone."""
         keys = self._keys(texts)
         found = self._lookup(self.name, keys)
-        model = self.name + self.SENTENCES
+        model = self.name + self.sentences
         sentence_keys = [self._keys([s.key for s in spans]) for spans in sentences]
         found_sentences = self._lookup(model, [k for ks in sentence_keys for k in ks])
         todo = [i for i, key in enumerate(keys)
@@ -577,7 +589,7 @@ def local_embedder(batch_size: int, settings: EmbedSettings | None = None) -> Lo
     """One loaded model per process and configuration: it is stateless, and loading it takes seconds."""
     settings = settings or EmbedSettings()
     key = (batch_size, settings.backend, settings.bulk_backend, settings.documents, settings.int8_queries,
-           settings.int8_search_all, settings.threads, str(settings.onnx_dir))
+           settings.int8_search_all, settings.threads, settings.sentence_vectors, str(settings.onnx_dir))
     with _local_lock:
         if key not in _local_models:
             _local_models[key] = LocalEmbedder(batch_size=batch_size, settings=settings)

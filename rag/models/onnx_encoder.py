@@ -41,6 +41,12 @@ Ranges = Sequence[tuple[int, int]]  # character ranges of a text, pooled togethe
 # closest to it on the fitting halves of the dev sets (`python -m evals.pooling`).
 CONTEXT_SHARE = 0.4
 
+# A publish's document batches on ONNX Runtime: texts per run. On this model fewer texts per run cost
+# less CPU per text (a handbook chunk on one thread: 72 CPU-ms in runs of 64, 61 of 8, 47 of 1; the
+# activations of a large batch leave the caches), and one per run pads nothing; the cores are used by
+# runs side by side (EmbedSettings.threads) rather than by threads inside one run.
+BULK_BATCH = 1
+
 FP32_FILE = "model.onnx"
 INT8_FILE = "model-int8.onnx"  # weights int8 but the feed-forward outputs': an answer's question
 SEARCH_FILE = "model-int8-all.onnx"  # every weight int8, attention fused: a search's query
@@ -151,34 +157,51 @@ class OnnxEncoder:
         return vectors, [pool_ranges(hidden[i], e.offsets, e.attention_mask, ranges[i]) for i, e in enumerate(encodings)]
 
     def encode_pooled(self, texts: Sequence[str], ranges: Sequence[Sequence[Ranges]], batch_size: int = 64,
-                      ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+                      workers: int = 1) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
         """`encode`, and the vectors of each text's `ranges` (character ranges of the text as given)
-        pooled out of the same pass (`run_pooled`)."""
+        pooled out of the same pass (`run_pooled`). `workers` batches run side by side, each on
+        this session's threads (`InferenceSession.run` is thread-safe and releases the GIL)."""
         stripped = [t.strip() for t in texts]
         shift = [len(t) - len(t.lstrip()) for t in texts]
         moved = [[tuple((a - d, b - d) for a, b in r) for r in rs] for rs, d in zip(ranges, shift)]
         order = sorted(range(len(stripped)), key=lambda i: -len(stripped[i]))
-        out = np.empty((len(stripped), 0), dtype=np.float32)
+        parts = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+
+        def run(part: list[int]) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+            encodings = [self.tokenizer.encode(stripped[i]) for i in part] if len(part) == 1 else \
+                self.tokenizer.encode_batch([stripped[i] for i in part])
+            return self.run_pooled(encodings, [moved[i] for i in part])
+
+        done = _side_by_side(run, parts, workers)
+        if not done:
+            return np.zeros((0, 0), dtype=np.float32), []
+        out = np.empty((len(stripped), done[0][0].shape[1]), dtype=np.float32)
         pooled: list[list[np.ndarray | None]] = [[] for _ in stripped]
-        for s in range(0, len(order), batch_size):
-            part = order[s:s + batch_size]
-            vectors, spans = self.run_pooled(self.tokenizer.encode_batch([stripped[i] for i in part]),
-                                             [moved[i] for i in part])
-            if not out.shape[1]:
-                out = np.empty((len(stripped), vectors.shape[1]), dtype=np.float32)
+        for part, (vectors, spans) in zip(parts, done):
             out[part] = vectors
             for i, found in zip(part, spans):
                 pooled[i] = found
         return out, pooled
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    def encode(self, texts: Sequence[str], batch_size: int = 64, workers: int = 1) -> np.ndarray:
         """Unit vectors, one per text, in order. Longest first in batches, as sentence-transformers
-        does, so a batch pads little."""
+        does, so a batch pads little; `workers` batches side by side (`encode_pooled`)."""
         stripped = [t.strip() for t in texts]
         order = sorted(range(len(stripped)), key=lambda i: -len(stripped[i]))
-        parts = [self._run([stripped[i] for i in order[s:s + batch_size]]) for s in range(0, len(order), batch_size)]
+        batches = [[stripped[i] for i in order[s:s + batch_size]] for s in range(0, len(order), batch_size)]
+        parts = _side_by_side(self._run, batches, workers)
         if not parts:
             return np.zeros((0, 0), dtype=np.float32)
         out = np.empty((len(stripped), parts[0].shape[1]), dtype=np.float32)
         out[order] = np.concatenate(parts)
         return out
+
+
+def _side_by_side(run, items: list, workers: int) -> list:
+    """`run` of each item, in order, `workers` at a time."""
+    if workers <= 1 or len(items) <= 1:
+        return [run(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(workers, len(items)), thread_name_prefix="onnx-batch") as pool:
+        return list(pool.map(run, items))

@@ -34,7 +34,7 @@ def _chunks(*pages: Path) -> tuple[list[str], list[list[SentenceSpan]]]:
 
 @pytest.fixture(scope="module")
 def embedder():
-    return local_embedder(64, EmbedSettings(backend="onnx", bulk_backend="onnx"))
+    return local_embedder(64, EmbedSettings(backend="onnx", bulk_backend="onnx", sentence_vectors="pooled"))
 
 
 def test_a_pooled_sentence_is_nearest_its_own_words(embedder) -> None:
@@ -79,26 +79,37 @@ def test_a_sentence_the_pass_cuts_off_is_embedded_alone(embedder, tmp_path: Path
     assert float(found[1] @ alone) > 0.9999  # the cut-off one is the sentence embedded alone
 
 
-def test_publishing_embeds_each_chunk_once_and_answers_need_no_model(tmp_path: Path) -> None:
-    """A publish runs the model once per chunk (its sentences pooled out of that pass), and an
-    answer to a question never asked before embeds no sentence: they are all in the cache."""
+@pytest.mark.parametrize("kind", ["pooled", "alone"])
+def test_publishing_embeds_what_answers_need_and_they_need_no_model(tmp_path: Path, kind: str) -> None:
+    """Pooled: a publish runs the model once per chunk (its sentences pooled out of that pass);
+    alone (the default): once per chunk and once per sentence. Either way an answer to a question
+    never asked before embeds no sentence: they are all in the cache, under the kind's own name."""
     pages = tmp_path / "pages"
     pages.mkdir()
     shutil.copy(LEAVE, pages / "leave.md")
     settings = Settings(home=tmp_path / "home", embed_cache=tmp_path / "cache.sqlite",
-                        embed=EmbedSettings(bulk_backend="onnx"))
+                        embed=EmbedSettings(sentence_vectors=kind))
     with KnowledgeService(settings) as svc:
         admin = Principal.local_admin("default")
         svc.ensure_workspace("default")
         report = svc.ingest_directory(admin, pages)
         cache = svc.embedder
         assert isinstance(cache, CachedEmbedder)
-        assert cache.misses == report.chunks + cache.sentences_alone  # one pass per chunk, plus the few cut off
-        assert cache.sentences_pooled >= 5 * cache.sentences_alone
+        if kind == "pooled":
+            assert cache.misses == report.chunks + cache.sentences_alone  # one pass per chunk, plus the few cut off
+            assert cache.sentences_pooled >= 5 * cache.sentences_alone
+        else:
+            assert cache.sentences_pooled == 0 and cache.sentences_alone >= 2 * report.chunks
+            assert cache.misses == report.chunks + cache.sentences_alone
         misses = cache.misses
         answer = svc.ask(admin, "How many hours of annual leave can I carry over into the next year?")
         assert not answer.abstained and answer.sources
         assert cache.misses == misses  # no sentence of the answer's excerpts waited for the model
+    import sqlite3
+    with sqlite3.connect(tmp_path / "cache.sqlite") as conn:
+        names = {row[0] for row in conn.execute("SELECT DISTINCT model FROM embeddings")}
+    assert names == {"local:all-MiniLM-L6-v2", "local:all-MiniLM-L6-v2" + cache.sentences}
+    assert cache.sentences == ("|sentences-pooled-0.4" if kind == "pooled" else "|sentences")
 
 
 def test_changing_the_document_encoder_embeds_again_and_never_mixes(tmp_path: Path, caplog) -> None:
