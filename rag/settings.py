@@ -73,7 +73,7 @@ class EmbedSettings(BaseModel):
         description="How a publish makes the extractive answer's sentence vectors: each sentence embedded alone (a "
         "second pass over its words), or, on the onnx bulk runtime, pooled out of its chunk's own pass (one pass per "
         "chunk, about half the model's work; the handbook's answers held fewer facts, 0.700 against 0.800: "
-        "docs/benchmarks.md). Each kind has its own name in the embedding cache.",
+        "docs/benchmarks.md). Pooled vectors have their own name in the embedding cache.",
     )
     documents: Literal["fp32", "int8"] = Field(
         "fp32",

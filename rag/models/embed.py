@@ -174,8 +174,9 @@ class LocalEmbedder:
     to fp32), a search's through the one quantized throughout (`int8_search_all`), concurrent calls
     side by side (the session is thread-safe); other interactive texts (an answer's sentences not
     pooled at publish) through the fp32 model. Background document batches (a publish) run on
-    `bulk_backend`, ONNX by default: one pass per chunk, the answers' sentence vectors pooled out of
-    it (`embed_pooled`). Their encoder is `documents`: fp32 (cosine >= 0.99999 to torch's, so both
+    `bulk_backend`, ONNX by default: one text per call, calls side by side, and with
+    `sentence_vectors` "pooled" the answers' sentence vectors pooled out of each chunk's pass
+    (`embed_pooled`). Their encoder is `documents`: fp32 (cosine >= 0.99999 to torch's, so both
     runtimes share one name, the key of the embedding cache and of the vector collections) or int8,
     whose vectors get a name of their own (`name`), so the two never mix. int8 activations are
     quantized per call, one scale for a batch: batches of texts of like length (longest first)
@@ -432,11 +433,11 @@ class SentenceSpan:
 class CachedEmbedder:
     """Document vectors cached in SQLite by (model, sha256(text)); queries go straight to the model.
 
-    Sentence vectors (an extractive answer's) are kept apart, under the model's name with
-    `sentences` appended: "|sentences" for sentences embedded alone, and, pooled out of their
-    chunk's pass at publish time (`embed_chunks`, EmbedSettings.sentence_vectors "pooled"), with the
-    pooling's context share in the name: they are not what embedding the same text alone gives, so
-    the two kinds never mix, nor a chunk whose text is one sentence with either."""
+    An extractive answer's sentence vectors: embedded alone they are any text's vectors, under the
+    model's name (as before issue 33, so an upgraded store's answers find them); pooled out of
+    their chunk's pass at publish time (`embed_chunks`, EmbedSettings.sentence_vectors "pooled")
+    they are kept apart, under the model's name with `sentences` appended, the pooling's context
+    share in it: they are not what embedding the same text alone gives, so the two never mix."""
 
     def __init__(self, inner: Embedder, path: Path) -> None:
         self.inner = inner
@@ -461,7 +462,7 @@ class CachedEmbedder:
     @property
     def sentences(self) -> str:
         """The cache name of sentence vectors, after the model's."""
-        return f"|sentences-pooled-{CONTEXT_SHARE}" if getattr(self.inner, "pools", False) else "|sentences"
+        return f"|sentences-pooled-{CONTEXT_SHARE}" if getattr(self.inner, "pools", False) else ""
 
     @staticmethod
     def _keys(texts: Sequence[str]) -> list[str]:
