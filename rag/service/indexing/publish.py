@@ -115,9 +115,9 @@ class Publisher:
     ) -> None:
         self.db = db
         # The sentences of each chunk an answer embeds, from (its indexed text, its text, its
-        # heading path): the extractive answer's, whose vectors are pooled out of the chunk's own
-        # pass while publishing, so that a question never asked before finds them in the
-        # embedding cache instead of waiting for the model.
+        # heading path): the extractive answer's, embedded while publishing (alone, or pooled out
+        # of the chunk's own pass: EmbedSettings.sentence_vectors), so that a question never asked
+        # before finds their vectors in the embedding cache instead of waiting for the model.
         self.sentences = sentences
         self.chunker = chunker
         self._embedder = embedder
