@@ -531,6 +531,15 @@ class CachedEmbedder:
         one model pass per chunk that lacks either, its sentences pooled out of it
         (LocalEmbedder.embed_pooled); a sentence the pass does not hold whole, or an embedder
         that does not pool, has its text embedded alone."""
+        if not getattr(self.inner, "pools", False):
+            # Sentences embedded alone are any text's vectors: the one path every text takes.
+            vectors = self.embed(texts)
+            keys = [s.key for spans in sentences for s in spans]
+            if keys:
+                before = self.misses
+                self.embed(keys)
+                self.sentences_alone += self.misses - before
+            return vectors
         keys = self._keys(texts)
         found = self._lookup(self.name, keys)
         model = self.name + self.sentences
@@ -538,8 +547,7 @@ class CachedEmbedder:
         found_sentences = self._lookup(model, [k for ks in sentence_keys for k in ks])
         todo = [i for i, key in enumerate(keys)
                 if key not in found or any(k not in found_sentences for k in sentence_keys[i])]
-        pools = getattr(self.inner, "pools", False)
-        if todo and pools:
+        if todo:
             self.misses += sum(1 for i in todo if keys[i] not in found)
             self.hits += len(keys) - sum(1 for i in todo if keys[i] not in found)
             unique = list({keys[i]: i for i in reversed(todo)}.values())  # each text once
@@ -558,8 +566,6 @@ class CachedEmbedder:
             self._store(model, fresh_sentences)
             found.update(fresh)
             found_sentences.update(fresh_sentences)
-        else:
-            self._embed_missing(self.name, texts, keys, found, True)
         alone = [(s.key, k) for spans, ks in zip(sentences, sentence_keys) for s, k in zip(spans, ks)
                  if k not in found_sentences]
         if alone:
