@@ -41,7 +41,7 @@ from typing import Any, Callable
 import httpx
 import yaml
 
-from benchmarks import NO_QUOTAS, write_json
+from benchmarks import NO_QUOTAS, wait_started, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 HANDBOOK = Path(os.environ.get("RAG_SHARED_DIR", REPO.parent / "shared")) / "datasets" / "handbook_18f" / "pages"
@@ -84,18 +84,9 @@ class Served:
         with self.log.open("w") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "rag.cli", "serve", "--port", str(self.port)],
                                             env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 180
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"rag serve exited: {self.log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=5).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("rag serve did not start")
-            time.sleep(0.2)
+        wait_started(self.process, lambda: httpx.get(f"{self.url}/healthz", timeout=5).status_code == 200,
+                     "rag serve", 180, self.log.read_text, (httpx.TransportError,))
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.process.send_signal(signal.SIGINT)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks import wait_started
 from benchmarks.http_latency import free_port
 
 HELLO = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -35,16 +36,8 @@ def rss_mb(pid: int) -> int:
 
 
 def wait_healthy(url: str, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("rag serve did not start")
-        time.sleep(0.2)
+    wait_started(process, lambda: httpx.get(f"{url}/healthz", timeout=5).status_code == 200,
+                 "rag serve", 180, errors=(httpx.TransportError,))
 
 
 def open_sessions(client: httpx.Client, n: int) -> list[str]:

@@ -43,7 +43,7 @@ from typing import Any, Iterator, Sequence
 import httpx
 import numpy as np
 
-from benchmarks import NO_QUOTAS, write_json
+from benchmarks import NO_QUOTAS, wait_started, write_json
 from benchmarks.fixture100k import BENCH_CACHE, DATASETS, read_jsonl
 from benchmarks.http_latency import summary
 from benchmarks.load import handbook_paragraphs
@@ -338,19 +338,10 @@ class Served(Serve):
             began = time.perf_counter()
             self.process = subprocess.Popen([sys.executable, "-m", "rag.cli", "serve", "--port", str(self.port)],
                                             env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 1800
         with self.client() as client:
-            while True:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"rag serve exited: {self.log.read_text()[-2000:]}")
-                try:
-                    if client.post("/v1/search", json={"query": "insulin resistance", "limit": 10}).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("rag serve did not answer a search")
-                time.sleep(0.05)
+            wait_started(self.process, lambda: client.post(
+                "/v1/search", json={"query": "insulin resistance", "limit": 10}).status_code == 200,
+                "rag serve", 1800, self.log.read_text, (httpx.TransportError,), every=0.05)
         self.cold_start_s = time.perf_counter() - began
         return self
 

@@ -6,8 +6,9 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from benchmarks import wait_started
 
 
 def start_chroma(path: Path) -> tuple[subprocess.Popen, str]:
@@ -20,16 +21,13 @@ def start_chroma(path: Path) -> tuple[subprocess.Popen, str]:
         port = s.getsockname()[1]
     proc = subprocess.Popen([exe, "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
-            return proc, f"http://127.0.0.1:{port}"
-        except Exception:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("the Chroma server did not start")
-            time.sleep(0.2)
+    try:
+        wait_started(proc, lambda: bool(chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()),
+                     "the Chroma server", 60, errors=(Exception,))
+    except RuntimeError:
+        proc.kill()
+        raise
+    return proc, f"http://127.0.0.1:{port}"
 
 
 def stop_chroma(proc: subprocess.Popen) -> None:

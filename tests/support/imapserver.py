@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from benchmarks import wait_started
 from tests.support.processes import free_port
 
 DOVECOT = "/usr/sbin/dovecot"
@@ -213,17 +214,11 @@ class ImapServer:
 
 def _wait_up(server: ImapServer, seconds: float = 30.0) -> None:
     """Until the server answers a login over TLS (its listeners and its auth process are up)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"dovecot stopped: {server.log()[-3000:]}")
-        try:
-            with server.session():
-                return
-        except (OSError, imaplib.IMAP4.error):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"dovecot did not answer: {server.log()[-3000:]}") from None
-            time.sleep(0.1)
+    def login() -> bool:
+        with server.session():
+            return True
+
+    wait_started(server.process, login, "dovecot", seconds, server.log, (OSError, imaplib.IMAP4.error), every=0.1)
 
 
 @contextmanager

@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any, Iterator
 
 import httpx
 
+from benchmarks import wait_started
 from tests.support.processes import free_port
 
 REGION = "us-east-1"
@@ -49,18 +49,8 @@ class S3Server:
 
 
 def _wait_up(url: str, proc: subprocess.Popen, log: Path, seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"moto_server stopped: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            if httpx.get(f"{url}/moto-api/", timeout=2).status_code < 500:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError("moto_server did not answer within a minute")
-        time.sleep(0.1)
+    wait_started(proc, lambda: httpx.get(f"{url}/moto-api/", timeout=2).status_code < 500, "moto_server",
+                 seconds, lambda: log.read_text(errors="replace"), (httpx.TransportError,), every=0.1)
 
 
 def _turn_auth_on(server: S3Server) -> None:
