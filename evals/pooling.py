@@ -81,11 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             for spec in chunker.chunk(page.read_text(encoding="utf-8"), None):
                 text = spec.indexed_text(True).strip()
                 spans = ExtractiveSynthesizer.publish_sentences(text, spec.text, spec.heading_path)
-                tokens = encoder.tokenizer.encode(text)
-                ids = np.array([tokens.ids], dtype=np.int64)
-                mask = np.array([tokens.attention_mask], dtype=np.int64)
-                _, hidden = encoder.session.run(["sentence_embedding", "token_embeddings"], {
-                    "input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})
+                tokens = encoder.tokens(text)
+                _, hidden = encoder.run_states([tokens])
                 keys += [s.key for s in spans]
                 for share in shares:
                     pooled[share] += pool_ranges(hidden[0], tokens.offsets, tokens.attention_mask,

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -129,6 +131,8 @@ class OnnxEncoder:
         # the other threads need.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self._pools: dict[int, ThreadPoolExecutor] = {}  # by width: `_side_by_side`'s threads, kept
+        self._pools_lock = threading.Lock()
 
     def tokens(self, text: str) -> Encoding:
         """The text as the model reads it (stripped, truncated): `run` takes a list of these."""
@@ -137,12 +141,21 @@ class OnnxEncoder:
     def _run(self, texts: list[str]) -> np.ndarray:
         return self.run(self.tokenizer.encode_batch(texts))
 
-    def run(self, encodings: Sequence[Encoding]) -> np.ndarray:
-        """Unit vectors of tokenised texts, in order (padded to the longest: one batch)."""
+    @staticmethod
+    def _feeds(encodings: Sequence[Encoding]) -> dict[str, np.ndarray]:
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        return self.session.run(["sentence_embedding"], feeds)[0]
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+
+    def run(self, encodings: Sequence[Encoding]) -> np.ndarray:
+        """Unit vectors of tokenised texts, in order (padded to the longest: one batch)."""
+        return self.session.run(["sentence_embedding"], self._feeds(encodings))[0]
+
+    def run_states(self, encodings: Sequence[Encoding]) -> tuple[np.ndarray, np.ndarray]:
+        """One pass (one batch): the texts' unit vectors and their token states (texts x tokens x
+        dimension), which `pool_ranges` pools."""
+        vectors, hidden = self.session.run(["sentence_embedding", "token_embeddings"], self._feeds(encodings))
+        return vectors, hidden
 
     def run_pooled(self, encodings: Sequence[Encoding], ranges: Sequence[Sequence[Ranges]],
                    ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
@@ -150,10 +163,7 @@ class OnnxEncoder:
         vector of each of its `ranges` (character ranges of the text as tokenised), the mean of the
         pass's token states inside them (rag/models/spans.py); None for one the pass does not hold
         whole (cut by truncation) or that holds no token."""
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        vectors, hidden = self.session.run(["sentence_embedding", "token_embeddings"], feeds)
+        vectors, hidden = self.run_states(encodings)
         return vectors, [pool_ranges(hidden[i], e.offsets, e.attention_mask, ranges[i]) for i, e in enumerate(encodings)]
 
     def encode_pooled(self, texts: Sequence[str], ranges: Sequence[Sequence[Ranges]], batch_size: int = 64,
@@ -172,7 +182,7 @@ class OnnxEncoder:
                 self.tokenizer.encode_batch([stripped[i] for i in part])
             return self.run_pooled(encodings, [moved[i] for i in part])
 
-        done = _side_by_side(run, parts, workers)
+        done = self._side_by_side(run, parts, workers)
         if not done:
             return np.zeros((0, 0), dtype=np.float32), []
         out = np.empty((len(stripped), done[0][0].shape[1]), dtype=np.float32)
@@ -189,19 +199,20 @@ class OnnxEncoder:
         stripped = [t.strip() for t in texts]
         order = sorted(range(len(stripped)), key=lambda i: -len(stripped[i]))
         batches = [[stripped[i] for i in order[s:s + batch_size]] for s in range(0, len(order), batch_size)]
-        parts = _side_by_side(self._run, batches, workers)
+        parts = self._side_by_side(self._run, batches, workers)
         if not parts:
             return np.zeros((0, 0), dtype=np.float32)
         out = np.empty((len(stripped), parts[0].shape[1]), dtype=np.float32)
         out[order] = np.concatenate(parts)
         return out
 
-
-def _side_by_side(run, items: list, workers: int) -> list:
-    """`run` of each item, in order, `workers` at a time."""
-    if workers <= 1 or len(items) <= 1:
-        return [run(item) for item in items]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(min(workers, len(items)), thread_name_prefix="onnx-batch") as pool:
+    def _side_by_side(self, run, items: list, workers: int) -> list:
+        """`run` of each item, in order, `workers` at a time, on threads this encoder keeps (a
+        publish calls this once per batch)."""
+        if workers <= 1 or len(items) <= 1:
+            return [run(item) for item in items]
+        with self._pools_lock:
+            pool = self._pools.get(workers)
+            if pool is None:
+                pool = self._pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix="onnx-batch")
         return list(pool.map(run, items))
