@@ -244,6 +244,8 @@ class LocalEmbedder:
         if bulk and self.onnx_bulk:
             return self._onnx(self.bulk_file, 1).encode(texts, BULK_BATCH, self.bulk_workers)
         if self.onnx and not bulk:
+            if len(texts) > 1:  # several (an answer's sentences): one per call, as bulk batches run
+                return self._onnx(FP32_FILE, 1).encode(texts, BULK_BATCH, self.bulk_workers)
             return self._onnx(FP32_FILE, self.settings.threads).encode(texts, self.batch_size)
         with self._torch_lock:
             vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
@@ -463,6 +465,12 @@ class CachedEmbedder:
     def sentences(self) -> str:
         """The cache name of sentence vectors, after the model's."""
         return f"|sentences-pooled-{CONTEXT_SHARE}" if getattr(self.inner, "pools", False) else ""
+
+    @property
+    def pooled_sentences(self) -> bool:
+        """Whether a publish pools sentence vectors out of the chunk's pass (an answer then embeds
+        its best few alone: steps.score_sentences)."""
+        return bool(self.sentences)
 
     @staticmethod
     def _keys(texts: Sequence[str]) -> list[str]:
