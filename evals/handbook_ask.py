@@ -125,6 +125,7 @@ class NeverAsked:
     def __init__(self, embedder: Any) -> None:
         self.embedder = embedder
         self.name = embedder.name
+        self.pooled_sentences = getattr(embedder, "pooled_sentences", False)
 
     def embed(self, texts: list[str]) -> Any:
         if hasattr(self.embedder, "inner"):

@@ -115,17 +115,30 @@ def score_sentences(draft: Draft, env: Env) -> Draft:
         c.score = sentence_score(c.features, t)
     listed = shortlist(draft.pool, env.settings.extractive_embed)
     query = q.vector if q.vector is not None else env.embedder.embed_query(q.text)
-    vectors = embed_sentences(env.embedder, [embedded_text(c.context, c.text) for c in listed])
+    vectors = _unit(embed_sentences(env.embedder, [embedded_text(c.context, c.text) for c in listed]))
     query = query / (np.linalg.norm(query) or 1.0)
+    _set_similarity(listed, vectors, query, t)
+    if getattr(env.embedder, "pooled_sentences", False) and t.confirm_alone:
+        # Vectors pooled out of a chunk's pass pick the candidates; the best few are embedded
+        # alone (and cached, as any text), so that the answer's choice and its checks read the
+        # vectors the thresholds were fitted on.
+        best = sorted(listed, key=lambda c: -c.score)[:t.confirm_alone]
+        _set_similarity(best, _unit(env.embedder.embed([embedded_text(c.context, c.text) for c in best])), query, t)
+    draft.ranked = sorted(listed, key=lambda c: -c.score)
+    return draft
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    vectors = vectors / np.where(norms == 0, 1.0, norms)
+    return vectors / np.where(norms == 0, 1.0, norms)
+
+
+def _set_similarity(listed: Sequence[Candidate], vectors: np.ndarray, query: np.ndarray, t: Tuning) -> None:
     for c, sim, vector in zip(listed, vectors @ query, vectors):
         c.similarity = float(sim)
         c.features["similarity"] = c.similarity
         c.score = sentence_score(c.features, t)
         c.vector = vector
-    draft.ranked = sorted(listed, key=lambda c: -c.score)
-    return draft
 
 
 def lead_with_holding_document(draft: Draft, env: Env) -> Draft:

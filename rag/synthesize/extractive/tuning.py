@@ -53,6 +53,8 @@ class Tuning:
     fix_bonus: float = _n(0.05, "hand-set with issue 30: a step, for a question that describes a failure")
     restates_new_words: int = _n(3, "hand-set: a sentence adding at most this many words to the question's ...")
     restates_share: float = _n(0.6, "hand-set: ... while this share of its words are the question's restates it")
+    confirm_alone: int = _n(8, "issue 33, handbook_ask: with sentence vectors pooled, the best this many by score "
+                                 "are embedded alone before the choice")
     # --- which sentences and documents make the answer (steps.py)
     max_answer_chars: int = _n(1200, "hand-set: about four sentences with one code block")
     stop_ratio: float = _n(0.75, "hand-set: sentences scoring under this share of the best are left out")
