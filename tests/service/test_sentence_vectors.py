@@ -15,6 +15,7 @@ from rag.models.embed import CachedEmbedder, SentenceSpan, bulk_embedding, local
 from rag.service import KnowledgeService, Principal
 from rag.settings import EmbedSettings, Settings
 from rag.synthesize.extractive import ExtractiveSynthesizer
+from rag.synthesize.extractive.tuning import TUNING
 
 from ..support.paths import SHARED
 
@@ -82,8 +83,9 @@ def test_a_sentence_the_pass_cuts_off_is_embedded_alone(embedder, tmp_path: Path
 @pytest.mark.parametrize("kind", ["pooled", "alone"])
 def test_publishing_embeds_what_answers_need_and_they_need_no_model(tmp_path: Path, kind: str) -> None:
     """Pooled: a publish runs the model once per chunk (its sentences pooled out of that pass);
-    alone (the default): once per chunk and once per sentence. Either way an answer to a question
-    never asked before embeds no sentence: they are all in the cache."""
+    alone (the default): once per chunk and once per sentence. Alone, an answer to a question never
+    asked before embeds no sentence: they are all in the cache. Pooled, it embeds its best few
+    alone (TUNING.confirm_alone) and caches them: asked again, none."""
     pages = tmp_path / "pages"
     pages.mkdir()
     shutil.copy(LEAVE, pages / "leave.md")
@@ -101,9 +103,14 @@ def test_publishing_embeds_what_answers_need_and_they_need_no_model(tmp_path: Pa
         else:
             assert cache.sentences_pooled == 0 and cache.sentences_alone >= 2 * report.chunks
             assert cache.misses == report.chunks + cache.sentences_alone
+        question = "How many hours of annual leave can I carry over into the next year?"
         misses = cache.misses
-        answer = svc.ask(admin, "How many hours of annual leave can I carry over into the next year?")
+        answer = svc.ask(admin, question)
         assert not answer.abstained and answer.sources
+        if kind == "pooled":
+            assert 1 <= cache.misses - misses <= TUNING.confirm_alone  # the best few, embedded alone
+            misses = cache.misses
+            assert svc.ask(admin, question).text == answer.text
         assert cache.misses == misses  # no sentence of the answer's excerpts waited for the model
     import sqlite3
     with sqlite3.connect(tmp_path / "cache.sqlite") as conn:
