@@ -439,7 +439,8 @@ class CachedEmbedder:
     model's name (as before issue 33, so an upgraded store's answers find them); pooled out of
     their chunk's pass at publish time (`embed_chunks`, EmbedSettings.sentence_vectors "pooled")
     they are kept apart, under the model's name with `sentences` appended, the pooling's context
-    share in it: they are not what embedding the same text alone gives, so the two never mix."""
+    share in it: they are not what embedding the same text alone gives, so that name holds pooled
+    vectors only. An answer reads a sentence's pooled vector first, else its vector alone."""
 
     def __init__(self, inner: Embedder, path: Path) -> None:
         self.inner = inner
@@ -463,7 +464,7 @@ class CachedEmbedder:
 
     @property
     def sentences(self) -> str:
-        """The cache name of sentence vectors, after the model's."""
+        """The cache name of pooled sentence vectors, after the model's ("" when not pooled)."""
         return f"|sentences-pooled-{CONTEXT_SHARE}" if getattr(self.inner, "pools", False) else ""
 
     @property
@@ -525,13 +526,22 @@ class CachedEmbedder:
         self._embed_missing(self.name, texts, keys, found, store)
         return self._stack(keys, found)
 
+    def _lookup_sentences(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """Sentence vectors a publish pooled, and for the rest any embedded alone (kept as any
+        text's: a store published before sentences were pooled, a sentence cut off the pass, the
+        best few an answer embedded alone)."""
+        found = self._lookup(self.name + self.sentences, keys) if self.sentences else {}
+        missing = [k for k in keys if k not in found]
+        if missing:
+            found.update(self._lookup(self.name, missing))
+        return found
+
     def embed_sentences(self, texts: Sequence[str], store: bool = True) -> np.ndarray:
-        """Sentence vectors by their texts (SentenceSpan.key): those a publish pooled, the rest
-        embedded alone now (and, with `store`, kept with them)."""
+        """Sentence vectors by their texts (SentenceSpan.key): those a publish pooled or embedded
+        alone, the rest embedded alone now (and, with `store`, kept as any text's)."""
         keys = self._keys(texts)
-        model = self.name + self.sentences
-        found = self._lookup(model, keys)
-        self._embed_missing(model, texts, keys, found, store)
+        found = self._lookup_sentences(keys)
+        self._embed_missing(self.name, texts, keys, found, store)
         return self._stack(keys, found)
 
     def embed_chunks(self, texts: Sequence[str], sentences: Sequence[Sequence[SentenceSpan]]) -> np.ndarray:
@@ -552,7 +562,7 @@ class CachedEmbedder:
         found = self._lookup(self.name, keys)
         model = self.name + self.sentences
         sentence_keys = [self._keys([s.key for s in spans]) for spans in sentences]
-        found_sentences = self._lookup(model, [k for ks in sentence_keys for k in ks])
+        found_sentences = self._lookup_sentences([k for ks in sentence_keys for k in ks])
         todo = [i for i, key in enumerate(keys)
                 if key not in found or any(k not in found_sentences for k in sentence_keys[i])]
         if todo:
@@ -578,7 +588,7 @@ class CachedEmbedder:
                  if k not in found_sentences]
         if alone:
             before = self.misses
-            self._embed_missing(model, [t for t, _ in alone], [k for _, k in alone], found_sentences, True)
+            self._embed_missing(self.name, [t for t, _ in alone], [k for _, k in alone], found_sentences, True)
             self.sentences_alone += self.misses - before
         return self._stack(keys, found)
 

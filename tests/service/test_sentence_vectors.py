@@ -151,3 +151,30 @@ def test_changing_the_document_encoder_embeds_again_and_never_mixes(tmp_path: Pa
     assert models["local:all-MiniLM-L6-v2+int8"] == chunks < models["local:all-MiniLM-L6-v2"]
     with pytest.raises(ValueError, match="need the onnx backend"):
         EmbedSettings(documents="int8", bulk_backend="torch")
+
+
+def test_a_store_published_with_sentences_alone_needs_no_model_once_pooled(tmp_path: Path) -> None:
+    """Turning pooling on for a store whose sentences were embedded alone: publishing its pages
+    again and answering find every vector cached (the alone ones stand in for pooled ones), so
+    the model runs for nothing, and nothing is stored under the pooled name."""
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    shutil.copy(LEAVE, pages / "leave.md")
+    admin = Principal.local_admin("default")
+    alone = Settings(home=tmp_path / "home", embed_cache=tmp_path / "cache.sqlite",
+                     embed=EmbedSettings(sentence_vectors="alone"))
+    with KnowledgeService(alone) as svc:
+        svc.ensure_workspace("default")
+        svc.ingest_directory(admin, pages)
+    pooled = Settings(home=tmp_path / "again", embed_cache=tmp_path / "cache.sqlite",
+                      embed=EmbedSettings(sentence_vectors="pooled"))
+    with KnowledgeService(pooled) as svc:
+        svc.ensure_workspace("default")
+        assert svc.ingest_directory(admin, pages).chunks > 0
+        answer = svc.ask(admin, "How many hours of annual leave can I carry over into the next year?")
+        assert not answer.abstained
+        assert svc.embedder.misses == 0 and svc.embedder.sentences_pooled == 0
+    import sqlite3
+    with sqlite3.connect(tmp_path / "cache.sqlite") as conn:
+        names = {row[0] for row in conn.execute("SELECT DISTINCT model FROM embeddings")}
+    assert names == {"local:all-MiniLM-L6-v2"}
