@@ -198,18 +198,19 @@ class EmbedMeter:
         self.texts = 0
         self.seconds = 0.0
         self._lock = threading.Lock()
-        embed = embedder.embed
+        embed_chunks = embedder.embed_chunks
 
-        def counted(texts: Sequence[str], *args: Any, **kwargs: Any) -> Any:
+        def counted(texts: Sequence[str], sentences: Sequence[Sequence[Any]], *args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
             try:
-                return embed(texts, *args, **kwargs)
+                return embed_chunks(texts, sentences, *args, **kwargs)
             finally:
                 with self._lock:
-                    self.texts += len(texts)
+                    self.texts += len(texts) + sum(len(s) for s in sentences)  # chunks and their sentences
                     self.seconds += time.perf_counter() - started
 
-        embedder.embed = counted  # the instance attribute shadows the method for the publisher's calls
+        # The instance attribute shadows the method for the publisher's calls (Publisher._embed_with_sentences).
+        embedder.embed_chunks = counted
 
     def snapshot(self) -> dict[str, float]:
         with self._lock:

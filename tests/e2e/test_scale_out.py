@@ -98,14 +98,14 @@ def test_the_latest_publish_request_wins_whichever_worker_finishes_first(workers
     older = first.update_document(ADMIN, doc.node_id, edit(1)).version_number
     newer = second.update_document(ADMIN, doc.node_id, edit(2)).version_number
     release, embedding = threading.Event(), threading.Event()
-    embed = first.embedder.embed
+    embed = first.embedder.embed_chunks
 
-    def held_back(texts):  # the first worker indexes the older request slowly
+    def held_back(*args):  # the first worker indexes the older request slowly
         embedding.set()
         assert release.wait(120)
-        return embed(texts)
+        return embed(*args)
 
-    monkeypatch.setattr(first.embedder, "embed", held_back)
+    monkeypatch.setattr(first.embedder, "embed_chunks", held_back)  # what a publish embeds through
     with ThreadPoolExecutor(1) as pool:
         slow = pool.submit(first.publish_version, ADMIN, doc.node_id, older)
         assert embedding.wait(120)

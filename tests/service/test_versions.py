@@ -60,10 +60,10 @@ def test_an_error_mid_publish_keeps_the_old_version_searchable_and_the_new_one_i
     svc.publish_version(admin, doc.node_id, 1)
     svc.update_document(admin, doc.node_id, V2)
 
-    def broken(texts):
+    def broken(*args):
         raise RuntimeError("embedding backend exploded")
 
-    monkeypatch.setattr(svc.embedder, "embed", broken)
+    monkeypatch.setattr(svc.embedder, "embed_chunks", broken)  # what a publish embeds through
     with pytest.raises(RuntimeError):
         svc.publish_version(admin, doc.node_id, 2)
     monkeypatch.undo()
