@@ -69,11 +69,12 @@ class EmbedSettings(BaseModel):
         "is sentence-transformers. Interactive calls (queries, an answer's sentences) use the backend.",
     )
     sentence_vectors: Literal["alone", "pooled"] = Field(
-        "alone",
-        description="How a publish makes the extractive answer's sentence vectors: each sentence embedded alone (a "
-        "second pass over its words), or, on the onnx bulk runtime, pooled out of its chunk's own pass (one pass per "
-        "chunk, about half the model's work; the handbook's answers held fewer facts, 0.700 against 0.800: "
-        "docs/benchmarks.md). Pooled vectors have their own name in the embedding cache.",
+        "pooled",
+        description="How a publish makes the extractive answer's sentence vectors: on the onnx bulk runtime pooled "
+        "out of its chunk's own pass (one pass per chunk, about 0.6x the CPU of a publish), an answer then embedding "
+        "its best 8 alone (cached); or each sentence embedded alone at publish time (a second pass over its words; "
+        "the torch bulk runtime always does this). The answers' dev figures are within one question of each other "
+        "(docs/benchmarks.md). Pooled vectors have their own name in the embedding cache.",
     )
     documents: Literal["fp32", "int8"] = Field(
         "fp32",
