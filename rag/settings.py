@@ -100,9 +100,10 @@ class EmbedSettings(BaseModel):
     )
     threads: int = Field(
         0, ge=0, le=256,
-        description="Threads for document batches (0: one per core; `rag serve` sets 1): on ONNX Runtime that many "
+        description="Threads for document batches (0: one per core; `rag serve` sets 1 on torch): on ONNX Runtime that many "
         "runs side by side, each on one thread (less CPU per text than threads inside one run); on torch its "
-        "intra-op threads. An ONNX query always runs on one thread, so that concurrent queries run side by side.",
+        "intra-op threads. Every other ONNX call (a query, an answer's sentences) runs on one thread, so that "
+        "concurrent calls run side by side.",
     )
     onnx_dir: Path = Field(
         default_factory=lambda: Path(platformdirs.user_cache_dir("rag", appauthor=False)) / "onnx",

@@ -95,15 +95,17 @@ def serving_process(settings: Settings) -> None:
     parallel regions waits for a thread the OS has descheduled: on the handbook, warm search p50
     over HTTP was 514 ms with two threads and 34 ms with one, and throughput with 8 clients rose
     (benchmarks/http_latency.py). Not done in create_app: tests share their process. On ONNX Runtime
-    (the default backend) queries run on one thread each, side by side, and document batches (ONNX,
-    or torch once a publish loads it) get one thread too unless RAG_EMBED__THREADS says otherwise."""
+    (the default backend) every call runs on one thread, queries side by side, and a publish's
+    document batches run one text per call on every core (RAG_EMBED__THREADS, 0: one per core),
+    taking turns with the queries (`Turns`); on torch (RAG_EMBED__BULK_BACKEND) they get one
+    thread unless RAG_EMBED__THREADS says otherwise."""
     if settings.embed_model != LOCAL_EMBED_MODEL:
         return
     if settings.embed.backend == "torch":
         import torch
 
         torch.set_num_threads(1)
-    elif not settings.embed.threads:
+    elif not settings.embed.threads and settings.embed.bulk_backend == "torch":
         settings.embed.threads = 1
 
 

@@ -244,9 +244,9 @@ class LocalEmbedder:
         if bulk and self.onnx_bulk:
             return self._onnx(self.bulk_file, 1).encode(texts, BULK_BATCH, self.bulk_workers)
         if self.onnx and not bulk:
-            if len(texts) > 1:  # several (an answer's sentences): one per call, as bulk batches run
-                return self._onnx(FP32_FILE, 1).encode(texts, BULK_BATCH, self.bulk_workers)
-            return self._onnx(FP32_FILE, self.settings.threads).encode(texts, self.batch_size)
+            # One per call on one-thread sessions, as bulk batches and queries run: several texts
+            # (an answer's sentences) side by side, one text on one thread beside other callers.
+            return self._onnx(FP32_FILE, 1).encode(texts, BULK_BATCH, self.bulk_workers)
         with self._torch_lock:
             vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
                                         convert_to_numpy=True)
@@ -292,7 +292,7 @@ class LocalEmbedder:
     @property
     def bulk_workers(self) -> int:
         """ONNX document batches run side by side, each on one thread: `threads` of them (0: one
-        per core; `rag serve` sets 1)."""
+        per core, in `rag serve` too: queries take their turns between them)."""
         return self.settings.threads or os.cpu_count() or 1
 
     @property
