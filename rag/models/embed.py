@@ -172,11 +172,11 @@ class LocalEmbedder:
 
     ONNX: queries go through an int8 model on one thread (`int8_queries`, the default: cosine >= 0.99
     to fp32), a search's through the one quantized throughout (`int8_search_all`), concurrent calls
-    side by side (the session is thread-safe); other interactive texts (an answer's sentences not
-    pooled at publish) through the fp32 model. Background document batches (a publish) run on
+    side by side (the session is thread-safe); other interactive texts (an answer's best sentences,
+    those not made at publish) through the fp32 model, one per call. Background document batches (a publish) run on
     `bulk_backend`, ONNX by default: one text per call, calls side by side, and with
-    `sentence_vectors` "pooled" the answers' sentence vectors pooled out of each chunk's pass
-    (`embed_pooled`). Their encoder is `documents`: fp32 (cosine >= 0.99999 to torch's, so both
+    `sentence_vectors` "pooled" (the default) the answers' sentence vectors pooled out of each
+    chunk's pass (`embed_pooled`). Their encoder is `documents`: fp32 (cosine >= 0.99999 to torch's, so both
     runtimes share one name, the key of the embedding cache and of the vector collections) or int8,
     whose vectors get a name of their own (`name`), so the two never mix. int8 activations are
     quantized per call, one scale for a batch: batches of texts of like length (longest first)

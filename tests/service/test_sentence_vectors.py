@@ -82,8 +82,8 @@ def test_a_sentence_the_pass_cuts_off_is_embedded_alone(embedder, tmp_path: Path
 
 @pytest.mark.parametrize("kind", ["pooled", "alone"])
 def test_publishing_embeds_what_answers_need_and_they_need_no_model(tmp_path: Path, kind: str) -> None:
-    """Pooled: a publish runs the model once per chunk (its sentences pooled out of that pass);
-    alone (the default): once per chunk and once per sentence. Alone, an answer to a question never
+    """Pooled (the default): a publish runs the model once per chunk (its sentences pooled out of
+    that pass); alone: once per chunk and once per sentence. Alone, an answer to a question never
     asked before embeds no sentence: they are all in the cache. Pooled, it embeds its best few
     alone (TUNING.confirm_alone) and caches them: asked again, none."""
     pages = tmp_path / "pages"
