@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
     shares = [float(s) for s in args.shares.split(",")]
     embedder = local_embedder(64, EmbedSettings(bulk_backend="onnx"))
-    encoder = embedder._onnx(FP32_FILE, 1)
+    encoder = embedder._onnx(FP32_FILE)
     chunker = Chunker()
     pages: dict[Path, tuple[list[str], np.ndarray, dict[float, np.ndarray]]] = {}
 

@@ -210,18 +210,18 @@ class LocalEmbedder:
         # torch: one call at a time, both cores already serve it. ONNX: queries together.
         self.turns = Turns(shared=self.onnx)
         self._open_lock = threading.Lock()
-        self._encoders: dict[tuple[str, int], OnnxEncoder] = {}
+        self._encoders: dict[str, OnnxEncoder] = {}
 
-    def _onnx(self, name: str, threads: int) -> OnnxEncoder:
-        """The ONNX encoder of this file (onnx_encoder.FILES) and thread count, opened on first use."""
-        key = (name, threads)
+    def _onnx(self, name: str) -> OnnxEncoder:
+        """The ONNX encoder of this file (onnx_encoder.FILES), opened on first use. Every call runs on
+        one thread: the cores are used by calls side by side (queries, `bulk_workers`)."""
         with self._open_lock:
-            if key not in self._encoders:
+            if name not in self._encoders:
                 path = encoder_file(self.settings, name)
-                self._encoders[key] = OnnxEncoder(
-                    path, self.path / "tokenizer.json", threads=threads, max_length=max_seq_length(self.path)
+                self._encoders[name] = OnnxEncoder(
+                    path, self.path / "tokenizer.json", threads=1, max_length=max_seq_length(self.path)
                 )
-            return self._encoders[key]
+            return self._encoders[name]
 
     @cached_property
     def model(self):
@@ -241,12 +241,10 @@ class LocalEmbedder:
     def _encode(self, texts: list[str], bulk: bool = False) -> np.ndarray:
         """fp32 vectors of texts: interactive ones (`bulk` False) on the backend, background batches
         on the bulk backend."""
-        if bulk and self.onnx_bulk:
-            return self._onnx(self.bulk_file, 1).encode(texts, BULK_BATCH, self.bulk_workers)
-        if self.onnx and not bulk:
-            # One per call on one-thread sessions, as bulk batches and queries run: several texts
-            # (an answer's sentences) side by side, one text on one thread beside other callers.
-            return self._onnx(FP32_FILE, 1).encode(texts, BULK_BATCH, self.bulk_workers)
+        if (self.onnx_bulk if bulk else self.onnx):
+            # One text per call, calls side by side: a publish's batches, and an interactive
+            # caller's several texts (an answer's sentences) through the fp32 file.
+            return self._onnx(self.bulk_file if bulk else FP32_FILE).encode(texts, BULK_BATCH, self.bulk_workers)
         with self._torch_lock:
             vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
                                         convert_to_numpy=True)
@@ -257,7 +255,7 @@ class LocalEmbedder:
         if not self.onnx:
             return self._encode([text])[0]
         tokens = self.tokenizer.encode(text.strip())
-        return self._onnx(self.query_file(search, len(tokens.ids)), 1).run([tokens])[0]
+        return self._onnx(self.query_file(search, len(tokens.ids))).run([tokens])[0]
 
     @cached_property
     def tokenizer(self):
@@ -311,7 +309,7 @@ class LocalEmbedder:
             return self.embed(texts), [[None] * len(r) for r in ranges]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         pooled: list[list[np.ndarray | None]] = [[] for _ in texts]
-        encoder = self._onnx(self.bulk_file, 1)
+        encoder = self._onnx(self.bulk_file)
 
         def encode(part: list[int]) -> None:
             vectors, found = encoder.encode_pooled([texts[i] for i in part], [ranges[i] for i in part],
@@ -641,7 +639,7 @@ def warm_query_encoder(settings: Settings, search: bool = False, query: str | No
         try:
             embedder = local_embedder(settings.index.embed_batch_size, settings.embed)
             tokens = None if query is None else len(embedder.tokenizer.encode(query.strip()).ids)
-            embedder._onnx(embedder.query_file(search, tokens), 1)
+            embedder._onnx(embedder.query_file(search, tokens))
         except Exception:  # noqa: BLE001 - the first query loads it again and reports
             log.debug("loading the query encoder in the background failed", exc_info=True)
 

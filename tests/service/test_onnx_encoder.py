@@ -78,7 +78,7 @@ def test_a_search_query_takes_the_cheaper_model_unless_it_is_short(embedders) ->
     """The model quantized throughout loses most on a query of a few tokens: those take the
     answers' int8 model, whose vectors a short search query gets exactly; a longer one does not."""
     onnx_int8, _, _ = embedders
-    encoder = onnx_int8._onnx(SEARCH_FILE, 1)
+    encoder = onnx_int8._onnx(SEARCH_FILE)
     short, longer = "vpn setup", "How many days of annual leave do new employees get?"
     assert len(encoder.tokens(short).ids) < SEARCH_MIN_TOKENS <= len(encoder.tokens(longer).ids)
     np.testing.assert_array_equal(onnx_int8.embed_search_query(short), onnx_int8.embed_query(short))
@@ -194,4 +194,4 @@ def test_a_one_shot_command_warms_the_encoder_its_query_will_take(tmp_path: Path
         for thread in [t for t in threading.enumerate() if t.name == "warm-query-encoder"]:
             thread.join(60)
         embedder = local_embedder(settings.index.embed_batch_size, settings.embed)
-        assert list(embedder._encoders) == [(expected, 1)]
+        assert list(embedder._encoders) == [expected]  # the one file, opened on one thread
