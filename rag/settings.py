@@ -318,7 +318,7 @@ class UploadSettings(BaseModel):
     per_token: int = Field(
         2, ge=1, le=1024,
         description="Uploads one token (or one signed-in editor) may have in progress at once; another is refused "
-        "with 429 (`too_many_uploads`) until one ends. Per server process.",
+        "with 429 (`too_many_uploads`) until one ends. Counted across every process of a PostgreSQL store.",
     )
 
 
@@ -361,7 +361,8 @@ class QuotaSettings(BaseModel):
     burst_seconds: float = Field(30.0, gt=0, le=3600,
                                  description="How many seconds' worth of a rate may come at once, before the rate holds.")
     streams_per_token: int = Field(
-        8, ge=0, le=10_000, description="Answers one token may stream at once (per server process; 0: unlimited); "
+        8, ge=0, le=10_000, description="Answers one token may stream at once (0: unlimited; counted across every "
+        "process of a PostgreSQL store); "
         "one more is refused with 429 `too_many_streams`.")
 
 

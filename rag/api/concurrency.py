@@ -1,20 +1,21 @@
 """Calls in progress at once, per caller: a caller over its limit is refused at once (429), never
 queued behind itself.
 
-`KeyedLimiter(limit)` counts the calls each key (a token, a signed-in editor) has in progress;
-`slot(key)` takes one for the length of a `with` block, or raises the limiter's TooManyRequests.
-It is one process's count (each `rag serve --workers` process keeps its own). Uploads use it
-(`RAG_UPLOADS__PER_TOKEN`, rag/api/routes/uploads.py); request rates can use the same.
+`KeyedLimiter(slots, kind, limit)` counts the calls of one kind each key (a token, a signed-in
+editor) has in progress, in the service's slots (rag/service/slots.py: this process's memory on the
+embedded store, shared by every process on PostgreSQL). `acquire(key)` takes one or raises the
+limiter's TooManyRequests, and returns the function that gives it back; it may wait on the store,
+so async code runs it on a thread. Uploads use it (`RAG_UPLOADS__PER_TOKEN`,
+rag/api/routes/uploads.py), and answers streamed (`stream_slot`).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from starlette.concurrency import run_in_threadpool
 
 from rag.errors import TooManyRequests
 from rag.service.identity.principal import Principal
+from rag.service.slots import Full, MemorySlots, Release, Slots
 
 
 def caller_key(principal: Principal) -> str:
@@ -26,57 +27,33 @@ class TooManyStreams(TooManyRequests):
     code = "too_many_streams"
 
 
-def stream_slot(request, principal: Principal, limit: int):
-    """One of the caller's streams at once (`RAG_QUOTA__STREAMS_PER_TOKEN`, per process), taken now
-    (429 `too_many_streams` over it); the function returned gives it back when the stream ends."""
-    limiter = getattr(request.app.state, "stream_limiter", None)
-    if limiter is None:
-        limiter = request.app.state.stream_limiter = KeyedLimiter(limit, TooManyStreams, "answers streaming")
-    limiter.limit = limit  # the setting as it is now
-    key = caller_key(principal)
-    limiter.acquire(key)
-    released = threading.Event()
-
-    def release() -> None:
-        if not released.is_set():
-            released.set()
-            limiter.release(key)
-
-    return release
-
-
 class KeyedLimiter:
-    def __init__(self, limit: int, refusal: type[TooManyRequests] = TooManyRequests, what: str = "calls") -> None:
+    def __init__(self, slots: Slots, kind: str, limit: int, refusal: type[TooManyRequests] = TooManyRequests,
+                 what: str = "calls") -> None:
+        self.slots = slots
+        self.kind = kind  # keeps one kind's counts apart from another's
         self.limit = limit
         self.refusal = refusal
         self.what = what
-        self._lock = threading.Lock()
-        self._held: dict[str, int] = {}
 
-    def held(self, key: str) -> int:
-        return self._held.get(key, 0)
-
-    @contextmanager
-    def slot(self, key: str) -> Iterator[None]:
-        self.acquire(key)
+    def acquire(self, key: str) -> Release:
+        """Take one for `key` (a limit of 0: no limit), or raise the refusal; call the result to give it back."""
         try:
-            yield
-        finally:
-            self.release(key)
+            return self.slots.acquire(f"{self.kind}:{key}", self.limit)
+        except Full as full:
+            raise self.refusal(f"this token already has {full.held} {self.what} in progress, the most it may have "
+                               "at once; try again when one has finished") from None
 
-    def acquire(self, key: str) -> None:
-        """Take one for `key` (a limit of 0: no limit), or raise the refusal; `release` gives it back."""
-        with self._lock:
-            held = self._held.get(key, 0)
-            if self.limit and held >= self.limit:
-                raise self.refusal(f"this token already has {held} {self.what} in progress, the most it may have at "
-                                   "once; try again when one has finished")
-            self._held[key] = held + 1
 
-    def release(self, key: str) -> None:
-        with self._lock:
-            left = self._held[key] - 1
-            if left:
-                self._held[key] = left
-            else:
-                del self._held[key]  # the table holds only keys with calls in progress
+async def acquire_async(limiter: KeyedLimiter, key: str) -> Release:
+    """`limiter.acquire(key)` from async code: on a thread where it waits on the store."""
+    if isinstance(limiter.slots, MemorySlots):
+        return limiter.acquire(key)
+    return await run_in_threadpool(limiter.acquire, key)
+
+
+def stream_limiter(svc) -> KeyedLimiter:
+    """One of the caller's streams at once (`RAG_QUOTA__STREAMS_PER_TOKEN`): taken before the first
+    event (429 `too_many_streams` over it), given back when the stream ends."""
+    return KeyedLimiter(svc.access.slots, "stream", svc.settings.quota.streams_per_token, TooManyStreams,
+                        "answers streaming")

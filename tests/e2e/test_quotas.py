@@ -1,14 +1,16 @@
 """Quotas per token (rag/service/quotas.py) over a real socket and over MCP, the cap on streams at
-once, and counts shared by two services on one PostgreSQL store (as `rag serve --workers 2` and
-replicas share them)."""
+once, and counts and caps shared by two services on one PostgreSQL store (as `rag serve --workers 2`
+and replicas share them)."""
 
 from __future__ import annotations
 
 import time
 
 import httpx
+import pytest
 
 from rag.service import KnowledgeService
+from rag.service.slots import Full, StoreSlots
 from rag.settings import LLMSettings, Settings
 
 from ..support.llm_server import LLMServer, Slow, Stream
@@ -111,3 +113,60 @@ def test_two_services_on_one_postgresql_store_share_the_counts(postgres, chroma_
                 except Exception as exc:  # noqa: BLE001 - the refusal is what is counted
                     outcomes.append(getattr(exc, "code", repr(exc)))
     assert outcomes[:4] == ["ok"] * 4 and outcomes[4:] == ["rate_limited"] * 2
+
+
+def test_two_services_on_one_postgresql_store_share_the_stream_cap(postgres, chroma_server, tmp_path) -> None:
+    # As `rag serve --workers 2` or two replicas: a stream open on one counts on the other.
+    with LLMServer() as llm:
+        shared = {"database_url": postgres.new_database(), "chroma_url": chroma_server,
+                  "quota": {"streams_per_token": 1}, "llm_model": "openai/main-model",
+                  "llm": LLMSettings(api_base=f"{llm.url}/v1", api_key="sk-test", max_attempts=1, timeout=30.0,
+                                     deadline=30.0)}
+        with store(tmp_path / "a", **shared) as first, LiveServer(first) as one:
+            _, token = one_page_store(first)
+            with store(tmp_path / "b", **shared) as second, LiveServer(second) as two:
+                headers = {"Authorization": f"Bearer {token}"}
+                body = {"query": QUESTION, "stream": True}
+                llm.script(Slow(4.0, Stream(["The first ", "stream's answer [1]."])))
+                with httpx.Client(timeout=60) as client:
+                    with client.stream("POST", f"{one.url}/v1/ask", json=body, headers=headers) as streaming:
+                        assert streaming.status_code == 200
+                        llm.wait_for(1)
+                        refused = client.post(f"{two.url}/v1/ask", json=body, headers=headers)
+                        assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_streams"
+                        assert llm.count() == 1
+                        assert any("stream's answer" in line for line in streaming.iter_lines())
+                    llm.script(*[Stream(["Again [1]."])] * 200)
+                    deadline = time.monotonic() + 10  # given back on the store as the stream ends
+                    while (again := client.post(f"{two.url}/v1/ask", json=body, headers=headers)).status_code == 429:
+                        assert time.monotonic() < deadline, "the stream's slot was not given back"
+                        time.sleep(0.05)
+                    assert again.status_code == 200
+
+
+def test_a_killed_process_slots_lapse_and_a_live_one_keeps_its_own(postgres, tmp_path) -> None:
+    with store(tmp_path / "home", database_url=postgres.new_database()) as svc:
+        live = StoreSlots(svc.db, lease_s=1.0, renew_s=0.2)
+        dead = StoreSlots(svc.db, lease_s=1.0, renew_s=3600)  # never renews: as a process killed
+        held = live.acquire("k", 2)
+        dead.acquire("k", 2)
+        with pytest.raises(Full) as full:
+            live.acquire("k", 2)
+        assert full.value.held == 2
+        time.sleep(1.5)  # past the lease: the dead one's row lapsed, the live one's was renewed
+        released = live.acquire("k", 2)
+        with pytest.raises(Full):
+            dead.acquire("k", 2)
+        held()
+        released()
+        deadline = time.monotonic() + 5  # given back by the renewing thread, at once
+        while True:
+            try:
+                again = [dead.acquire("k", 2), dead.acquire("k", 2)]
+                break
+            except Full:
+                assert time.monotonic() < deadline, "the slots given back were not deleted"
+                time.sleep(0.05)
+        other = StoreSlots(svc.db).acquire("other", 1)  # another key counts alone
+        for release in (*again, other):
+            release()

@@ -15,10 +15,10 @@ from datetime import timezone
 from functools import partial
 from typing import Any, Callable, Iterator
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from rag.api.concurrency import stream_slot
+from rag.api.concurrency import caller_key, stream_limiter
 from rag.api.auth import Caller, Service
 from rag.api.errors import ERROR_RESPONSES, ModelNotFound
 from rag.api.openai_schemas import ChatCompletion, ChatCompletionRequest, ChatMessage, ModelCard, ModelList
@@ -117,7 +117,7 @@ def _ask(call: Any, *args: Any, **kwargs: Any) -> Any:
     "/chat/completions", response_model=ChatCompletion, summary="OpenAI-compatible chat completion",
     responses={200: stream_doc(_CHAT_EVENT, _STREAM_DOC)},
 )
-def chat_completions(request: Request, body: ChatCompletionRequest, svc: Service,
+def chat_completions(body: ChatCompletionRequest, svc: Service,
                      principal: Caller) -> JSONResponse | StreamingResponse:
     """A cited answer to the last user message, from the knowledge base `model` names."""
     kb = _knowledge_base(svc, principal, body.model)
@@ -134,7 +134,7 @@ def chat_completions(request: Request, body: ChatCompletionRequest, svc: Service
             "usage": token_usage(svc.settings.llm_model, body.messages, text), "system_fingerprint": None,
             "sources": payload["sources"],
         })
-    release = stream_slot(request, principal, svc.settings.quota.streams_per_token)
+    release = stream_limiter(svc).acquire(caller_key(principal))  # this endpoint runs on a thread
     try:
         events = _ask(svc.ask_stream, principal, question, kb_name=kb.name, history=history)
     except BaseException:

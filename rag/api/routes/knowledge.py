@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Iterator
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from rag.api.concurrency import stream_slot
+from rag.api.concurrency import acquire_async, caller_key, stream_limiter
 from rag.api.auth import Caller, Service
 from rag.api.compute import compute
 from rag.api.errors import ERROR_RESPONSES
@@ -59,7 +59,7 @@ async def search(body: SearchRequest, svc: Service, principal: Caller) -> JSONRe
     responses={200: stream_doc(_ASK_EVENT, _SSE_DOC)},
 )
 async def ask(
-    request: Request, body: AskRequest, svc: Service, principal: Caller,
+    body: AskRequest, svc: Service, principal: Caller,
     accept: Annotated[str | None, Header()] = None,
 ) -> JSONResponse | StreamingResponse:
     """An answer from the published documents that cites them as [n], with its sources in citation order.
@@ -76,7 +76,7 @@ async def ask(
             return await compute(svc.settings.search_threads, answer)
         return await run_in_threadpool(answer)  # a model's answer mostly waits on the network
     # Bad input (or one stream too many) raises here, before the first event: an ordinary error response.
-    release = stream_slot(request, principal, svc.settings.quota.streams_per_token)
+    release = await acquire_async(stream_limiter(svc), caller_key(principal))
     try:
         events = await run_in_threadpool(lambda: svc.ask_stream(principal, body.query, kb_name=kb, history=history))
     except BaseException:

@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 
 from rag.api.auth import Caller, Service
-from rag.api.concurrency import KeyedLimiter, caller_key
+from rag.api.concurrency import KeyedLimiter, acquire_async, caller_key
 from rag.api.errors import ERROR_RESPONSES, ErrorBody, error_response
 from rag.api.routes.nodes import DocumentId
 from rag.api.routes.versions import ReadNumber
@@ -81,12 +81,9 @@ class TooManyUploads(TooManyRequests):
     code = "too_many_uploads"
 
 
-def upload_limiter(request: Request, settings: Settings) -> KeyedLimiter:
-    """The app's count of uploads in progress per token."""
-    limiter = getattr(request.app.state, "upload_limiter", None)
-    if limiter is None:
-        limiter = request.app.state.upload_limiter = KeyedLimiter(settings.uploads.per_token, TooManyUploads, "uploads")
-    return limiter
+def upload_limiter(svc: Service) -> KeyedLimiter:
+    """Uploads in progress per token (`RAG_UPLOADS__PER_TOKEN`)."""
+    return KeyedLimiter(svc.access.slots, "upload", svc.settings.uploads.per_token, TooManyUploads, "uploads")
 
 
 def upload_quota(svc: Service, principal: Caller) -> None:
@@ -133,7 +130,6 @@ async def read_upload_form(request: Request) -> UploadForm:
                                                                  "progress as it may (`too_many_uploads`), or made "
                                                                  "more than its rate allows (`rate_limited`)."}})
 async def upload_document(
-    request: Request,
     svc: Service,
     principal: Caller,  # before the form: an unknown caller is refused before the body is read
     _quota: Annotated[None, Depends(upload_quota)],  # and a caller over its rate too (rag/service/quotas.py)
@@ -155,8 +151,11 @@ async def upload_document(
     except RagError:
         parsed = None  # upload_document refuses it again, in its recorded call
     else:
-        with upload_limiter(request, svc.settings).slot(caller_key(principal)):
+        release = await acquire_async(upload_limiter(svc), caller_key(principal))
+        try:
             parsed = await parse_file_async(data, filename)
+        finally:
+            release()
     try:
         made = await run_in_threadpool(svc.upload_document, principal, form.file.filename, data, f.parent_id, f.name,
                                        f.summary, None, f.publish, parsed)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.orm import Session
 
 from rag.service.quotas import MemoryCounts, Quotas, StoreCounts
+from rag.service.slots import MemorySlots, StoreSlots
 from rag.errors import InvalidArgument, NotFound, PermissionDenied
 from rag.retrieve.types import Hit, Scope
 from rag.service.checks import id_arg, lookup_name_arg, name_key
@@ -41,8 +42,10 @@ class Access:
     def __init__(self, db: Database, settings: Settings) -> None:
         self.db = db
         self.settings = settings
-        counts = MemoryCounts() if db.dialect == "sqlite" else StoreCounts(db)
-        self.quotas = Quotas(settings.quota, counts)
+        embedded = db.dialect == "sqlite"
+        self.quotas = Quotas(settings.quota, MemoryCounts() if embedded else StoreCounts(db))
+        # Calls in progress per caller (streams, uploads), shared by processes where the rates are.
+        self.slots = MemorySlots() if embedded else StoreSlots(db)
 
     def take(self, principal: Principal, kind: str) -> None:
         """Count a call of `kind` (search, ask, upload, write) against the caller's quotas, or raise
