@@ -42,9 +42,11 @@ async def get_principal(
         raise Unauthenticated(ONE_AUTHORIZATION)
     if credentials is None:
         raise Unauthenticated(TOKEN_REQUIRED)
+    # Whose call this is, hashed once: for the refusals remembered (rag/api/refusals.py) and the
+    # turns on the compute threads (rag/api/compute.py).
+    request.state.bearer_sha256 = hashlib.sha256(credentials.credentials.encode("utf-8", "replace")).hexdigest()
     await refusals(request).check(request)  # refused for its rate here a moment ago: held, then again
-    # Its calls take their turns on the compute threads as this caller's (rag/api/compute.py).
-    caller.set(hashlib.sha256(credentials.credentials.encode("utf-8", "replace")).hexdigest())
+    caller.set(request.state.bearer_sha256)
     svc = get_service(request)
     # A few milliseconds of the store's work, on the compute threads with the searches it precedes.
     principal = await compute(svc.settings.search_threads, lambda: svc.authenticate(credentials.credentials))

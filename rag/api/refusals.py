@@ -13,7 +13,6 @@ is over. One process's memory: another worker refuses such a client after one ca
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import threading
 import time
 
@@ -33,11 +32,12 @@ class Refusals:
 
     @staticmethod
     def key(request: Request) -> tuple[str, str, str] | None:
-        scheme, _, secret = request.headers.get("authorization", "").partition(" ")
+        """(the bearer secret's hash, as rag/api/auth.py made it, the method, the route's template)."""
+        secret = getattr(request.state, "bearer_sha256", None)
         route = getattr(request.scope.get("route"), "path", None)
-        if scheme.lower() != "bearer" or not secret or route is None:
+        if secret is None or route is None:
             return None
-        return hashlib.sha256(secret.strip().encode()).hexdigest(), request.method, route
+        return secret, request.method, route
 
     async def check(self, request: Request) -> None:
         """When this token was refused here and its wait is not over: hold the request for that
