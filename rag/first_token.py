@@ -36,7 +36,10 @@ def token_file(home: Path) -> Path:
 
 def first_run_token(svc, say: Callable[[str], object], warn: Callable[[str], object]) -> Path | None:
     """Make the first admin token when no person has one, write it to RAG_HOME/admin-token and
-    `say` where it is; `warn` when none could be made. Returns the file, or None."""
+    `say` where it is; `warn` when none could be made. Returns the file, or None. Nothing with
+    RAG_FIRST_TOKEN=false."""
+    if not svc.settings.first_token:
+        return None
     if any(t.kind == "person" for t in svc.list_tokens()):
         return None
     path = token_file(svc.settings.home)

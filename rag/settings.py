@@ -498,6 +498,10 @@ class Settings(BaseSettings):
     )
     default_workspace: str = "default"
     default_kb: str = "default"
+    first_token: bool = Field(
+        True, description="`rag serve` on a store where no person has a token makes an admin token and writes its "
+        "secret to home/admin-token. Turn it off where each server's home is its own and short-lived (the "
+        "Kubernetes manifests): make the first token with `rag token create` instead.")
     upload_max_bytes: int = Field(
         25 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024,
         description="The largest file `POST /v1/uploads` takes, in bytes (a larger one is refused with 413).",

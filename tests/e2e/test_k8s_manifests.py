@@ -26,6 +26,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from rag.settings import secret_settings
+
 from .test_docker_files import SHUTDOWN_GRACE_SECONDS, _image_env, _one, settings_read_from, unknown_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +38,12 @@ SERVICEMONITOR = BASE / "components" / "servicemonitor"
 # is generally available from 1.31.
 KUBERNETES_VERSION = "1.31.0"
 # Settings whose values are secrets: only ever by reference (secretKeyRef), never a value.
-SECRET_WORDS = ("DATABASE_URL", "API_KEY", "TOKEN", "PASSWORD", "SECRET")
+# The variables of rag's secret settings (and of the secrets sources name), as rag itself lists them.
+SECRET_VARIABLES = {"RAG_" + "__".join(path).upper() for path in secret_settings()}
+
+
+def _secret(name: str) -> bool:
+    return name.removesuffix("_FILE") in SECRET_VARIABLES or name.startswith("RAG_SOURCE_SECRETS__")
 
 
 def _kubectl() -> str:
@@ -266,7 +273,7 @@ def test_no_secret_value_is_in_the_objects(base):
     mounts = _secret_mounts(base)
     for name, entry in _environment(base).items():
         value = entry if isinstance(entry, str) else entry.get("value")
-        if any(word in name for word in SECRET_WORDS):
+        if _secret(name):
             if name.endswith("_FILE"):  # a file of a mounted Secret
                 assert value and any(value.startswith(path + "/") for path in mounts), f"{name}: {value}"
             else:
@@ -317,6 +324,7 @@ def test_the_settings_are_what_rag_reads_and_name_servers(base, monkeypatch, tmp
     )
     assert not settings.embedded, "several pods, and RAG_WORKERS above 1, need PostgreSQL and a Chroma server"
     assert settings.allowed_hosts != ["localhost"], "/mcp answers the Service's name"
+    assert settings.first_token is False, "a first admin token's secret would go with one pod's emptyDir"
 
 
 def test_the_service_and_the_budget_find_the_pods(base):

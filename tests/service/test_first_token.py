@@ -68,3 +68,11 @@ def test_anything_else_there_is_left_alone_and_no_token_is_made(svc, tmp_path, k
     assert warning.startswith(f"no first admin token was made: {path} exists and is not a token of an earlier")
     assert outside.read_text() == "rag_" + "y" * 43 + "\n"
     assert path.is_symlink() if kind == "link" else (path.is_dir() or path.read_text() == "my notes\n")
+
+
+def test_turned_off_no_token_is_made(tmp_path):
+    # RAG_FIRST_TOKEN=false (the Kubernetes manifests): each pod's home is its own and short-lived.
+    with KnowledgeService(Settings(home=tmp_path / "home", first_token=False)) as svc:
+        path, said, warned = _first(svc)
+        assert (path, said, warned) == (None, [], [])
+        assert not (svc.settings.home / "admin-token").exists() and svc.list_tokens() == []
