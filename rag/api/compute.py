@@ -10,13 +10,13 @@ model's answer that waits on the network, uploads, the other endpoints) keeps th
 
 The turns are fair between callers (tokens): each has its own queue and the queues are served in
 turn, so a token with many calls waiting (within its quota, rag/service/quotas.py) does not hold back
-another's single call (`python -m benchmarks.load --phases quota` measures it).
+another's single call, and a heavy caller's call gives way to a lighter one's between its stages
+(rag/turns.py; `python -m benchmarks.load --phases quota` measures both).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
 import weakref
 from collections import OrderedDict, deque
@@ -24,10 +24,12 @@ from typing import Callable, TypeVar
 
 import anyio.to_thread
 
+from rag import turns
+
 T = TypeVar("T")
 
-# Whose call this is: the bearer secret's hash (rag/api/auth.py sets it), "" for a call without one.
-caller: contextvars.ContextVar[str] = contextvars.ContextVar("rag_compute_caller", default="")
+# Whose call this is (rag/turns.py): the bearer secret's hash (rag/api/auth.py sets it), "" for a call without one.
+caller = turns.caller
 
 
 class FairLimiter:
@@ -126,7 +128,9 @@ async def compute(threads: int, call: Callable[[], T]) -> T:
     turn (`caller`)."""
     limiter, key = _limiter(threads), caller.get()
     await limiter.acquire(key)
+    turns.TURNS.started(key)  # lighter callers' calls are given way to (rag/turns.py)
     try:
         return await anyio.to_thread.run_sync(call)
     finally:
+        turns.TURNS.ended(key)
         limiter.release(key)

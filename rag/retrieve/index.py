@@ -24,6 +24,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from rag import telemetry
+from rag.turns import give_way
 from rag.errors import InvalidArgument, Unavailable
 from rag.models.embed import Embedder
 from rag.retrieve.fusion import Fused, reciprocal_rank_fusion, rrf_entries, rrf_order
@@ -121,6 +122,7 @@ class SearchIndex:
                 if lane.uses_vectors and lanes is None and query.ahead and self._running == 1 and not all(
                         started.done() for started in query.ahead.values()):
                     self._guess(session, query, scope, found, depth)
+                give_way()  # to a lighter caller's search (rag/turns.py)
                 with telemetry.stage("lane", lane.name):
                     try:
                         found[lane.name] = lane.search(session, query, scope, depth)

@@ -15,6 +15,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from rag import telemetry
+from rag.turns import give_way
 from rag.errors import InvalidArgument
 from rag.models.embed import Embedder, embed_search_query
 from rag.retrieve.fusion import Fused, diversify
@@ -104,9 +105,11 @@ class Retriever:
         with telemetry.stage("retrieve"), self.db.session() as session:
             remember_statuses(session)  # the lanes check each chunk's status once
             found = self.lane_hits(session, query, scope, depth, lanes)
+            give_way()  # to a lighter caller's search, here and before the excerpts are read (rag/turns.py)
             with telemetry.stage("fuse"):
                 ranked = self.index.rank(session, query, found, k if not diverse or self.settings.per_document <= 0
                                          else None)
+            give_way()
             if not diverse or self.settings.per_document <= 0:
                 return self._hydrate(session, ranked)
             return self._diverse(session, ranked, k)
