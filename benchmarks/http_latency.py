@@ -16,10 +16,13 @@ handbook is ingested once and copied to two homes, served at once by two `rag se
 RAG_TELEMETRY__ENABLED=true (traces made but not exported: no OTLP endpoint) and one with false.
 Each round (default 10) runs every question on both, in alternating order, one client; the
 figure is the median over rounds of the paired difference of the two p50s, with its 95% bootstrap
-interval. `--telemetry off,off` runs the same with both off: the design's own asymmetry and noise
-(two servers, two homes), against which the cost is read.
+interval. `--telemetry exported,off` measures the same with the traces exported: the first server
+sends its spans by OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT, the SDK's batch processor at its
+defaults) to a loopback receiver in this process, which only counts what it is sent.
+`--telemetry off,off` runs the same with both off: the design's own asymmetry and noise (two
+servers, two homes), against which the cost is read.
 
-    python -m benchmarks.http_latency --telemetry on,off [--rounds 10]
+    python -m benchmarks.http_latency --telemetry on,off|exported,off|off,off [--rounds 10]
 """
 
 from __future__ import annotations
@@ -197,15 +200,19 @@ def telemetry_cost(rounds: int, json_path: str | None, first: str = "on") -> Non
     """`--telemetry on,off`: see the module's docstring. The two homes swap roles half way (both
     servers restarted), so that what differs between them (which home is the copy, which process
     started first) falls on both sides and cancels out of the paired differences."""
+    from tests.support.otlp import OtlpReceiver
+
     queries = questions()
     root = Path(tempfile.mkdtemp(prefix="rag-telemetry-bench-"))
     pairs: list[tuple[float, float]] = []
+    receiver = OtlpReceiver(decode=False) if first == "exported" else None
+    exporting = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url} if receiver else {}
     try:
         rag({**os.environ, "RAG_HOME": str(root / "a"), "RAG_EMBED_CACHE": os.environ.get(
             "RAG_EMBED_CACHE", str(REPO / ".cache" / "embeddings.sqlite"))}, "ingest", str(HANDBOOK), "--json")
         shutil.copytree(root / "a", root / "b")
         for half, (on_home, off_home) in enumerate(((root / "a", root / "b"), (root / "b", root / "a"))):
-            with Served(on_home, ingest=False, RAG_TELEMETRY__ENABLED=str(first == "on").lower()) as on, \
+            with Served(on_home, ingest=False, RAG_TELEMETRY__ENABLED=str(first != "off").lower(), **exporting) as on, \
                     Served(off_home, ingest=False, RAG_TELEMETRY__ENABLED="false") as off, \
                     on.client() as on_client, off.client() as off_client:
                 for client in (on_client, off_client):
@@ -219,13 +226,19 @@ def telemetry_cost(rounds: int, json_path: str | None, first: str = "on") -> Non
                 metrics = httpx.get(f"{on.url}/metrics").text
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        if receiver is not None:
+            receiver.__exit__()
     differences = [100 * (a - b) / b for a, b in pairs]
     low, high = bootstrap_median(differences)
     result = {"rounds": rounds, "questions": len(queries), "p50_on_ms": [round(a, 2) for a, _ in pairs],
               "p50_off_ms": [round(b, 2) for _, b in pairs], "median_difference_pct": round(statistics.median(differences), 2),
-              "interval_95_pct": [round(low, 2), round(high, 2)], "metrics_bytes": len(metrics)}
-    print(f"\nMetrics and traces on search p50 (the handbook, {len(queries)} questions a round, {rounds} rounds, "
-          f"{os.cpu_count()} CPUs)\n")
+              "interval_95_pct": [round(low, 2), round(high, 2)], "metrics_bytes": len(metrics),
+              "first": first, "otlp_posts": receiver.posts if receiver else 0,
+              "otlp_bytes": receiver.bytes if receiver else 0}
+    what = {"on": "Metrics and traces", "exported": "Metrics and traces exported by OTLP", "off": "Both off"}[first]
+    print(f"\n{what} on search p50 (the handbook, {len(queries)} questions a round, {rounds} rounds, "
+          f"{os.cpu_count()} CPUs)" + (f"; the receiver got {receiver.posts} exports, {receiver.bytes:,} bytes"
+                                       if receiver else "") + "\n")
     print("| p50 on, median ms | p50 off, median ms | median paired difference | 95% interval |")
     print("| ---: | ---: | ---: | --- |")
     print(f"| {statistics.median(a for a, _ in pairs):.1f} | {statistics.median(b for _, b in pairs):.1f} | "
@@ -239,7 +252,7 @@ def main() -> None:
                         help="Passes over the questions for latency (default 2; 10 with --telemetry).")
     parser.add_argument("--duration", type=float, default=20.0, help="Seconds of load per endpoint.")
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--telemetry", default=None, choices=["on,off", "off,off"],
+    parser.add_argument("--telemetry", default=None, choices=["on,off", "exported,off", "off,off"],
                         help="Measure what metrics and traces cost a search instead (see above).")
     parser.add_argument("--json", default=None, help="Write the result here ('-': standard output).")
     args = parser.parse_args()

@@ -20,6 +20,7 @@ from rag.service import KnowledgeService
 from rag.settings import Settings
 
 from ..support.api_support import STARTER_QUESTION, LiveServer, one_page_store
+from ..support.otlp import OtlpReceiver
 
 QUESTION = STARTER_QUESTION
 
@@ -140,39 +141,6 @@ def test_off_counts_and_traces_nothing(world: World, spans: InMemorySpanExporter
     after = scrape(world)
     key = ("rag_http_requests_total", (("method", "POST"), ("route", "/v1/search"), ("status", "200")))
     assert after.get(key) == before.get(key) and not spans.get_finished_spans()
-
-
-class OtlpReceiver:
-    """A loopback OTLP/HTTP trace receiver: what `rag serve` exports, decoded with the OTLP protobufs."""
-
-    def __init__(self) -> None:
-        import http.server
-        import threading
-
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-        self.spans: list[tuple[str, dict]] = []
-        received = self.spans
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                request = ExportTraceServiceRequest.FromString(body)
-                for resource in request.resource_spans:
-                    for scope in resource.scope_spans:
-                        for span in scope.spans:
-                            received.append((span.name, {a.key: str(a.value) for a in span.attributes}))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
 def test_rag_serve_exports_its_spans_by_otlp_when_an_endpoint_is_set(tmp_path) -> None:

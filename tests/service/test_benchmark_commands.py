@@ -39,10 +39,16 @@ def _cells(line: str) -> list[str]:
 
 
 _SCRIPT = re.compile(r"(?:[A-Z_]+=\S+ )*bash (\S+)$")
+_ENVIRONMENT = re.compile(r"^(?:[A-Z][A-Z0-9_]*=\S+ )+")  # `NAME=value … python -m …`: variables for the command
+
+
+def _bare(span: str) -> str:
+    return _ENVIRONMENT.sub("", span)
 
 
 def _is_command(span: str) -> bool:
-    return span.startswith("python -m ") or span == "rag" or span.startswith("rag ") or bool(_SCRIPT.match(span))
+    bare = _bare(span)
+    return bare.startswith("python -m ") or bare == "rag" or bare.startswith("rag ") or bool(_SCRIPT.match(span))
 
 
 def commands(text: str) -> list[str]:
@@ -74,7 +80,7 @@ def rows_without_command(text: str) -> list[str]:
 
 def parse(command: str) -> tuple[str | None, list[str], list[str]]:
     """(the module of a `python -m` command, or None for `rag`; the words after it; the flags shown)."""
-    words = shlex.split(command)
+    words = shlex.split(_bare(command))
     if words[0] == "python":
         module, rest = words[2], words[3:]
         if module == "rag.cli":
@@ -186,5 +192,7 @@ def test_the_commands_are_read() -> None:
     assert problems("rag eval retrieval --dataset D --no-such-flag")
     assert problems("rag eval no-such-command")
     assert not problems("RAG_EMBED_CACHE=/tmp/e.sqlite bash .ci/run") and problems("bash .ci/no-such-script")
+    assert not problems("OTEL_TRACES_SAMPLER_ARG=0.1 python -m benchmarks.http_latency --rounds 40")
+    assert problems("OTEL_TRACES_SAMPLER_ARG=0.1 python -m benchmarks.http_latency --no-such-flag")
     assert not problems("python -m rag.cli eval run --dataset D --judge none --home H --out O")
     assert not problems("rag --help")
