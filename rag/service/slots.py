@@ -44,6 +44,10 @@ class Slots(Protocol):
         """One slot for `key` (a limit of 0: no limit), or raise Full; call the result once to give it back."""
 
 
+def _nothing() -> None:
+    pass
+
+
 def _once(give_back: Callable[[], None]) -> Release:
     done = threading.Event()
 
@@ -105,14 +109,15 @@ class StoreSlots:
         self._thread: threading.Thread | None = None
 
     def acquire(self, key: str, limit: int) -> Release:
+        if not limit:
+            return _nothing  # no limit: nothing to count
         row = uuid.uuid4().hex
         with self.db.engine.begin() as connection:
-            if limit:  # one caller's acquires, from every process, one at a time
-                connection.execute(_LOCK, {"key": key})
-                connection.execute(_LAPSED, {"key": key})
-                held = connection.execute(_COUNT, {"key": key}).scalar_one()
-                if held >= limit:
-                    raise Full(held)
+            connection.execute(_LOCK, {"key": key})  # one caller's acquires, from every process, one at a time
+            connection.execute(_LAPSED, {"key": key})
+            held = connection.execute(_COUNT, {"key": key}).scalar_one()
+            if held >= limit:
+                raise Full(held)
             connection.execute(_TAKE, {"id": row, "key": key, "lease": self.lease_s})
         with self._lock:
             self._mine.add(row)

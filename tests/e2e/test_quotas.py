@@ -8,6 +8,7 @@ import time
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from rag.service import KnowledgeService
 from rag.service.slots import Full, StoreSlots
@@ -168,5 +169,15 @@ def test_a_killed_process_slots_lapse_and_a_live_one_keeps_its_own(postgres, tmp
                 assert time.monotonic() < deadline, "the slots given back were not deleted"
                 time.sleep(0.05)
         other = StoreSlots(svc.db).acquire("other", 1)  # another key counts alone
-        for release in (*again, other):
+        unlimited = live.acquire("k", 0)  # no limit: nothing is counted, nothing written
+        for release in (*again, other, unlimited):
             release()
+        deadline = time.monotonic() + 5
+        while rows(svc) != 0:  # every row given back is gone; the dead process's lapsed one too
+            assert time.monotonic() < deadline, f"{rows(svc)} rows left"
+            time.sleep(0.05)
+
+
+def rows(svc: KnowledgeService) -> int:
+    with svc.db.engine.connect() as connection:
+        return connection.execute(text("SELECT count(*) FROM call_slots")).scalar_one()
