@@ -71,6 +71,14 @@ def _not_found(exc: BaseException) -> bool:
     return isinstance(exc, NotFoundError)
 
 
+def _damaged(exc: BaseException) -> bool:
+    """Whether embedded Chroma failed to read a collection's HNSW files (`Error constructing hnsw
+    segment reader: … Error deserializing pickle file: … EOF while parsing`): they were cut short."""
+    from chromadb.errors import InternalError
+
+    return isinstance(exc, InternalError) and "hnsw segment reader" in str(exc).lower()
+
+
 def _remote(call: Callable[[], T], what: str, remote: bool) -> T:
     """Run a Chroma call; against a server, retry transport failures briefly, then report Unavailable."""
     if not remote:
@@ -245,14 +253,16 @@ class ChromaVectorLane:
 
         Counts are compared first (cheap); only a knowledge base whose counts differ is walked id by
         id. This heals a vector store that lost data, was replaced, or missed a crash's cleanup;
-        missing vectors come back from the embedding cache.
+        missing vectors come back from the embedding cache. An embedded collection Chroma can no
+        longer read (its HNSW files cut short by a process killed while it wrote them) is dropped
+        and filled again the same way.
         """
         with source.db.session() as session:
             published = source.published_counts(session)
         others = self._other_encoders(set(published))
         repaired = 0
         for kb_id, expected in published.items():
-            if self.count(kb_id) != expected:
+            if self._readable_count(kb_id) != expected:
                 if kb_id in others:
                     log.warning("the vectors of knowledge base %s were made by another encoder (%s): embedding its "
                                 "%d chunks again with %s", kb_id, ", ".join(others[kb_id]), expected, self.prefix)
@@ -262,6 +272,19 @@ class ChromaVectorLane:
                 log.warning("dropping the vector collection %s, made by another encoder", name)
                 _remote(lambda: self.client.delete_collection(name), "drop", self.remote)
         return repaired
+
+    def _readable_count(self, kb_id: str) -> int:
+        """`count(kb_id)`; 0 once a damaged embedded collection was dropped (see reconcile)."""
+        try:
+            return self.count(kb_id)
+        except Exception as exc:
+            if self.remote or not _damaged(exc):
+                raise
+            log.warning("the vector collection of knowledge base %s cannot be read (%s); it is dropped and its "
+                        "vectors are put back from the embedding cache", kb_id, exc)
+        self._collections.pop(kb_id, None)
+        self.client.delete_collection(self._name(kb_id))
+        return 0
 
     def _other_encoders(self, kb_ids: set[str]) -> dict[str, list[str]]:
         """The vector collections of these knowledge bases made by another model or encoder
