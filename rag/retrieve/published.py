@@ -10,11 +10,13 @@ process makes it, so a search reads the one-row table and, while the value is th
 read at, checks its candidates there (about 0.1 ms against 1.2-1.6 ms per lane for a hundred
 candidates by primary key at 100,000 chunks). After a change the set is read again once the new
 value has been seen by two searches, on a thread of its own (no search waits for it; meanwhile
-they check by primary key as before): while documents are being published one after another, the
-searches between them do not read every id each time. The read costs time in proportion to the
-published chunks, so a new one starts no sooner than RELOAD_SPACING times its last duration after
-it: at a million chunks a stream of publishes does not keep a core reading ids. On PostgreSQL (no triggers there) every
-check is by primary key.
+they check by primary key as before). Triggers also log the chunks each change adds or withdraws
+(migration 0016, `published_changes`), so the set is brought up to date from the rows after the
+last one it applied (one document published: a few rows, a few milliseconds at a million chunks)
+and read whole only when the log does not reach back that far, or a change asks for it. A read
+costs time, so a new one starts no sooner than RELOAD_SPACING times its last duration after it: at
+a million chunks a stream of publishes does not keep a core reading ids. On PostgreSQL (no
+triggers there) every check is by primary key.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from sqlalchemy.orm import Session
 
 from rag.retrieve.types import LaneHit, run_ahead
 from rag.store.models import PUBLISHED, Chunk, DocumentVersion
+
 
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,8 @@ class PublishedSet:
         self._engine = weakref.ref(engine)
         self._lock = threading.Lock()
         self._held: tuple[int, np.ndarray | None] | None = None  # (generation, ids or None while not read)
+        self._read: tuple[int, np.ndarray] | None = None  # the last log row applied, and the ids then
+        self.reads = {"whole": 0, "changes": 0}  # how each read was made (tests, benchmarks)
         self._sightings = 0  # searches that saw the generation held, while its ids are not read
         self._loading: Future[None] | None = None
         self._not_before = 0.0  # time.monotonic() before which no read of the ids starts
@@ -89,18 +94,29 @@ class PublishedSet:
             if engine is None:
                 return
             with Session(engine) as session:
-                # The generation first: the ids read after it are at least as new as the value
-                # they are kept with, so a later change always shows as a different value.
-                generation = session.execute(_GENERATION).scalar()
                 # Straight from sqlite3's cursor into the array: through SQLAlchemy's rows this
                 # read took 2.3-2.7x as long (27 vs 12 ms at 20,000 chunks, 166 vs 73 ms at
                 # 100,000, on a loaded machine), GIL held (benchmarks/million.py's stores).
-                cursor = session.connection().connection.driver_connection.execute(_PUBLISHED_IDS, (PUBLISHED,))
-                ids = np.fromiter(itertools.chain.from_iterable(cursor), dtype=np.int64)
-            ids.sort()
+                raw = session.connection().connection.driver_connection
+                if not raw.in_transaction:
+                    raw.execute("BEGIN")  # one snapshot: the generation and the ids or changes read with it
+                try:
+                    generation = raw.execute(_GENERATION_SQL).fetchone()
+                    generation = None if generation is None else generation[0]
+                    last = raw.execute(_LAST_CHANGE).fetchone()[0]
+                    ids = self._changed(raw, last)
+                    if ids is None:
+                        cursor = raw.execute(_PUBLISHED_IDS, (PUBLISHED,))
+                        ids = np.fromiter(itertools.chain.from_iterable(cursor), dtype=np.int64)
+                        ids.sort()
+                        self.reads["whole"] += 1
+                    else:
+                        self.reads["changes"] += 1
+                finally:
+                    raw.rollback()
             with self._lock:
                 if generation is not None:
-                    self._held = (generation, ids)
+                    self._held, self._read = (generation, ids), (last, ids)
         except Exception:  # noqa: BLE001 - the searches go on checking by key
             log.warning("could not read the published chunks' ids; searches check them by key", exc_info=True)
         finally:
@@ -108,6 +124,36 @@ class PublishedSet:
                 self._loading = None
                 ended = time.monotonic()
                 self._not_before = ended + RELOAD_SPACING * (ended - started)
+
+    def _changed(self, raw, last: int) -> np.ndarray | None:
+        """The ids held, brought up to log row `last` by the rows after the one they were read at
+        (None: read them whole: none held yet, the log no longer reaches back, or a row asks for it)."""
+        read = self._read
+        if read is None or last < read[0]:
+            return None
+        first = raw.execute(_FIRST_CHANGE).fetchone()[0]
+        if first is not None and first > read[0] + 1:
+            return None  # the rows after it were deleted: older than the log keeps (migration 0016)
+        if last - read[0] > max(1000, len(read[1]) // 4):
+            return None  # as much to do as a whole read
+        state: dict[int, bool] = {}
+        for chunk_id, published in raw.execute(_CHANGES, (read[0], last)):  # in order: a chunk's last row counts
+            if chunk_id < 0:
+                return None
+            state[chunk_id] = bool(published)
+        ids = read[1]
+        gone = np.fromiter((i for i, on in state.items() if not on), dtype=np.int64)
+        if len(gone) and len(ids):
+            at = np.minimum(np.searchsorted(ids, gone), len(ids) - 1)
+            ids = np.delete(ids, at[ids[at] == gone])
+        new = np.fromiter((i for i, on in state.items() if on), dtype=np.int64)
+        if len(new):
+            new = np.unique(new)
+            if len(ids):
+                at = np.minimum(np.searchsorted(ids, new), len(ids) - 1)
+                new = new[ids[at] != new]
+            ids = np.insert(ids, np.searchsorted(ids, new), new)
+        return ids
 
     def settled(self, timeout: float = 30.0) -> bool:
         """Wait until no read of the ids is running (tests, benchmarks); False on a timeout."""
@@ -121,7 +167,11 @@ class PublishedSet:
         return True
 
 
-_GENERATION = text("SELECT value FROM search_generation WHERE id = 1")
+_GENERATION_SQL = "SELECT value FROM search_generation WHERE id = 1"
+_GENERATION = text(_GENERATION_SQL)
+_LAST_CHANGE = "SELECT coalesce(max(seq), 0) FROM published_changes"
+_FIRST_CHANGE = "SELECT min(seq) FROM published_changes"
+_CHANGES = "SELECT chunk_id, published FROM published_changes WHERE seq > ? AND seq <= ? ORDER BY seq"
 _PUBLISHED_IDS = "SELECT c.id FROM chunks AS c JOIN document_versions AS v ON v.id = c.version_id WHERE v.status = ?"
 # Chunks' version statuses by id (the check by key): one statement, made once, as hydration's.
 _STATUSES = (

@@ -133,3 +133,64 @@ def test_the_ids_are_read_again_no_sooner_than_the_spacing_after_the_last_read(s
     assert _held(service) is not None
     # After a read, the next waits RELOAD_SPACING times as long as that one took.
     assert published._not_before > time.monotonic() - 1
+
+
+def _all_published(db) -> list[int]:
+    with sqlite3.connect(db) as conn:
+        return sorted(row[0] for row in conn.execute(
+            "SELECT c.id FROM chunks c JOIN document_versions v ON v.id = c.version_id WHERE v.status = 'published'"))
+
+
+def _steady(service, admin) -> object:
+    for _ in range(RELOAD_AFTER + 1):
+        _titles(service, admin)
+    held = _held(service)
+    assert held is not None
+    return held
+
+
+def test_after_the_first_read_changes_are_applied_from_the_log_not_read_whole(store):
+    service, admin, docs, db = store
+    published = published_set(service.db.engine)
+    _steady(service, admin)
+    whole = published.reads["whole"]
+    assert whole >= 1
+    root = service.knowledge_base(admin, "default").root_id
+    bikes = service.create_document(admin, root, "Bikes", "# Bikes\n\nBikes go in the rack by the north garage.\n")
+    service.publish_version(admin, bikes.node_id, 1)  # published: its chunks logged as added
+    assert list(_steady(service, admin)) == _all_published(db)
+    # Another process withdraws one page, deletes another (its version's chunks go by cascade:
+    # logged before they go) and publishes the first again.
+    _other_process(db, "UPDATE document_versions SET status = 'archived' WHERE node_id = ?", docs["Parking"])
+    assert list(_steady(service, admin)) == _all_published(db)
+    _other_process(db, "DELETE FROM nodes WHERE id = ?", docs["Lunch"])
+    assert list(_steady(service, admin)) == _all_published(db)
+    assert "Lunch" not in _titles(service, admin, "when is lunch served in the canteen")
+    _other_process(db, "UPDATE document_versions SET status = 'published' WHERE node_id = ?", docs["Parking"])
+    assert list(_steady(service, admin)) == _all_published(db)
+    assert "Parking" in _titles(service, admin)
+    assert published.reads["whole"] == whole and published.reads["changes"] >= 4
+
+
+def test_a_change_the_log_cannot_describe_or_no_longer_holds_reads_the_ids_whole(store):
+    service, admin, docs, db = store
+    published = published_set(service.db.engine)
+    _steady(service, admin)
+    whole = published.reads["whole"]
+    # A version inserted already published (an import, another tool): the log says "read them all".
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("UPDATE document_versions SET status = 'archived' WHERE node_id = ?", (docs["Lunch"],))
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(document_versions)") if row[1] != "id"]
+        copied = ", ".join("number + 1" if c == "number" else "'published'" if c == "status" else c for c in columns)
+        conn.execute(f"INSERT INTO document_versions ({', '.join(columns)}) SELECT {copied} FROM document_versions "
+                     "WHERE node_id = ?", (docs["Lunch"],))
+    assert list(_steady(service, admin)) == _all_published(db)
+    assert published.reads["whole"] == whole + 1
+    # A holder further behind than the log keeps (its older rows deleted) reads them whole too.
+    _other_process(db, "UPDATE document_versions SET status = 'archived' WHERE node_id = ?", docs["Parking"])
+    _other_process(db, "DELETE FROM published_changes")
+    _other_process(db, "UPDATE document_versions SET status = 'published' WHERE node_id = ?", docs["Parking"])
+    assert list(_steady(service, admin)) == _all_published(db)
+    assert published.reads["whole"] == whole + 2
+    assert "Parking" in _titles(service, admin)
