@@ -6,7 +6,7 @@ editor) has in progress, in the service's slots (rag/service/slots.py: this proc
 embedded store, shared by every process on PostgreSQL). `acquire(key)` takes one or raises the
 limiter's TooManyRequests, and returns the function that gives it back; it may wait on the store,
 so async code runs it on a thread. Uploads use it (`RAG_UPLOADS__PER_TOKEN`,
-rag/api/routes/uploads.py), and answers streamed (`stream_slot`).
+rag/api/routes/uploads.py), and answers streamed (`stream_limiter`).
 """
 
 from __future__ import annotations

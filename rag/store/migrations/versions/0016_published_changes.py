@@ -25,7 +25,7 @@ down_revision = "0015"
 branch_labels = None
 depends_on = None
 
-KEEP = 500_000  # rows of the log kept (rag/retrieve/published.py's KEEP_CHANGES)
+KEEP = 500_000  # rows of the log kept: a holder that applied none of them reads every id instead
 _BUMP = "UPDATE search_generation SET value = value + 1 WHERE id = 1;"
 _PRUNE = f"DELETE FROM published_changes WHERE seq <= (SELECT max(seq) FROM published_changes) - {KEEP};"
 _INSERT = "INSERT INTO published_changes (chunk_id, published)"
@@ -37,10 +37,9 @@ TRIGGERS = {  # name: (when, what)
     "search_generation_insert": (
         "AFTER INSERT ON document_versions WHEN NEW.status = 'published'",
         f"{_BUMP} {_INSERT} VALUES (-1, 1); {_PRUNE}"),
-    "search_generation_delete": (
-        "AFTER DELETE ON document_versions WHEN OLD.status = 'published'", _BUMP),  # as 0010 made it
+    # (0010's search_generation_delete stays: it moves the generation when a published version goes.)
     "published_changes_chunk_delete": (
-        "AFTER DELETE ON chunks", f"{_INSERT} VALUES (OLD.id, 0);"),
+        "AFTER DELETE ON chunks", f"{_INSERT} VALUES (OLD.id, 0); {_PRUNE}"),
 }
 _BEFORE = {  # migration 0010's, for the downgrade
     "search_generation_status": "AFTER UPDATE OF status ON document_versions "
