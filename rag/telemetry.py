@@ -16,6 +16,8 @@
 - `rag_embedding_batches_total{kind}` and `rag_embedding_texts_total{kind}` (`documents`, `query`);
 - `rag_source_syncs_total{source, outcome}` (`ok`, `partial`, `failed`, `stopped`);
 - `rag_errors_total{part}`: a store or lane error met while serving (`store`, a lane's name);
+- `rag_compute_gave_way_seconds_total`: what searches of busy callers waited between their stages
+  for a lighter caller's (rag/turns.py);
 - `rag_publish_queue_depth` and `rag_publish_queue_oldest_seconds`, read from the store when scraped.
 
 No label holds a query, an answer, a document's name or id, or a token: only names the code
@@ -71,6 +73,8 @@ EMBED_BATCHES = Counter("rag_embedding_batches", "Batches the embedding model co
 EMBED_TEXTS = Counter("rag_embedding_texts", "Texts the embedding model computed (cache misses).", ["kind"])
 SYNCS = Counter("rag_source_syncs", "Source syncs ended, by source and outcome.", ["source", "outcome"])
 ERRORS = Counter("rag_errors", "Store and lane errors met while serving.", ["part"])
+GAVE_WAY = Counter("rag_compute_gave_way_seconds", "Seconds searches waited between their stages for a lighter "
+                   "caller's search (rag/turns.py).")
 
 
 def configure(settings: Any) -> None:

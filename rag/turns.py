@@ -25,6 +25,8 @@ import threading
 import time
 from collections import deque
 
+from rag import telemetry
+
 caller: contextvars.ContextVar[str] = contextvars.ContextVar("rag_compute_caller", default="")
 
 RECENT_S = 5.0
@@ -98,7 +100,10 @@ class Turns:
                 if left <= 0:
                     break
                 self._changed.wait(left)
-            return self.clock() - began
+        waited = self.clock() - began
+        if telemetry.enabled:
+            telemetry.GAVE_WAY.inc(waited)
+        return waited
 
 
 TURNS = Turns()

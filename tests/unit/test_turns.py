@@ -6,6 +6,8 @@ import contextvars
 import threading
 import time
 
+from prometheus_client import REGISTRY
+
 from rag import turns
 from rag.turns import Turns
 
@@ -22,7 +24,12 @@ def busy(t: Turns, key: str, calls: int) -> None:
         t.ended(key)
 
 
+def gave_way() -> float:
+    return REGISTRY.get_sample_value("rag_compute_gave_way_seconds_total") or 0.0
+
+
 def test_a_heavy_caller_waits_while_a_light_one_runs_and_goes_on_when_it_ends() -> None:
+    before = gave_way()
     t = Turns()
     busy(t, "heavy", 20)
     t.started("heavy")  # the heavy caller's search, at a stage boundary below
@@ -35,6 +42,7 @@ def test_a_heavy_caller_waits_while_a_light_one_runs_and_goes_on_when_it_ends() 
     t.ended("light")
     thread.join(1)
     assert not thread.is_alive() and 0.005 < waited[0] < turns.MAX_WAIT_S
+    assert gave_way() - before >= waited[0]  # /metrics shows it
     assert as_caller("light", t.give_way)() == 0.0, "the lighter caller never waits for a heavier one"
 
 
