@@ -147,14 +147,15 @@ def test_two_services_on_one_postgresql_store_share_the_stream_cap(postgres, chr
 
 def test_a_killed_process_slots_lapse_and_a_live_one_keeps_its_own(postgres, tmp_path) -> None:
     with store(tmp_path / "home", database_url=postgres.new_database()) as svc:
-        live = StoreSlots(svc.db, lease_s=1.0, renew_s=0.2)
-        dead = StoreSlots(svc.db, lease_s=1.0, renew_s=3600)  # never renews: as a process killed
+        # Renewed ten times a lease: a busy machine stalling the renewing thread a second changes nothing.
+        live = StoreSlots(svc.db, lease_s=2.0, renew_s=0.2)
+        dead = StoreSlots(svc.db, lease_s=2.0, renew_s=3600)  # never renews: as a process killed
         held = live.acquire("k", 2)
         dead.acquire("k", 2)
         with pytest.raises(Full) as full:
             live.acquire("k", 2)
         assert full.value.held == 2
-        time.sleep(1.5)  # past the lease: the dead one's row lapsed, the live one's was renewed
+        time.sleep(2.5)  # past the lease: the dead one's row lapsed, the live one's was renewed
         released = live.acquire("k", 2)
         with pytest.raises(Full):
             dead.acquire("k", 2)
