@@ -227,7 +227,7 @@ def telemetry_cost(rounds: int, json_path: str | None, first: str = "on") -> Non
     finally:
         shutil.rmtree(root, ignore_errors=True)
         if receiver is not None:
-            receiver.__exit__()
+            receiver.close()
     differences = [100 * (a - b) / b for a, b in pairs]
     low, high = bootstrap_median(differences)
     result = {"rounds": rounds, "questions": len(queries), "p50_on_ms": [round(a, 2) for a, _ in pairs],

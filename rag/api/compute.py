@@ -38,7 +38,7 @@ class FairLimiter:
     While other callers have called in the last `RECENT_S`, one caller holds at most `slots - 1`
     (a slot stays free for the others); alone, it may have them all. One event loop's."""
 
-    RECENT_S = 5.0
+    RECENT_S = turns.RECENT_S  # the same "other callers about" as the give-way's weights
 
     def __init__(self, slots: int, clock=time.monotonic) -> None:
         self.slots = slots

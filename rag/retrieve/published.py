@@ -143,17 +143,11 @@ class PublishedSet:
             state[chunk_id] = bool(published)
         ids = read[1]
         gone = np.fromiter((i for i, on in state.items() if not on), dtype=np.int64)
-        if len(gone) and len(ids):
-            at = np.minimum(np.searchsorted(ids, gone), len(ids) - 1)
-            ids = np.delete(ids, at[ids[at] == gone])
+        ids = np.delete(ids, np.searchsorted(ids, gone[_held_in(ids, gone)]))
         new = np.fromiter((i for i, on in state.items() if on), dtype=np.int64)
-        if len(new):
-            new = np.unique(new)
-            if len(ids):
-                at = np.minimum(np.searchsorted(ids, new), len(ids) - 1)
-                new = new[ids[at] != new]
-            ids = np.insert(ids, np.searchsorted(ids, new), new)
-        return ids
+        new = new[~_held_in(ids, new)]
+        new.sort()
+        return np.insert(ids, np.searchsorted(ids, new), new)
 
     def settled(self, timeout: float = 30.0) -> bool:
         """Wait until no read of the ids is running (tests, benchmarks); False on a timeout."""
@@ -228,8 +222,7 @@ def published_ids(session: Session, chunk_ids: list[int]) -> set[int]:
         if not len(held):
             return set()
         wanted_ids = np.fromiter(chunk_ids, dtype=np.int64, count=len(chunk_ids))
-        at = np.minimum(np.searchsorted(held, wanted_ids), len(held) - 1)  # where each would sit in the sorted ids
-        return {int(i) for i in wanted_ids[held[at] == wanted_ids]}
+        return {int(i) for i in wanted_ids[_held_in(held, wanted_ids)]}
     memo: dict[int, str | None] | None = session.info.get(MEMO)
     wanted = list(dict.fromkeys(chunk_ids))
     missing = wanted if memo is None else [i for i in wanted if i not in memo]
@@ -244,6 +237,14 @@ def published_ids(session: Session, chunk_ids: list[int]) -> set[int]:
             memo.update({i: found.get(i) for i in missing})
     statuses = found if memo is None else memo
     return {i for i in wanted if statuses.get(i) == PUBLISHED}
+
+
+def _held_in(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Which of `wanted` are in the sorted `ids` (a mask over `wanted`)."""
+    if not len(ids):
+        return np.zeros(len(wanted), dtype=bool)
+    at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)  # where each would sit in the sorted ids
+    return ids[at] == wanted
 
 
 def first_ask(depth: int) -> int:

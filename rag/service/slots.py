@@ -66,9 +66,6 @@ class MemorySlots:
         self._lock = threading.Lock()
         self._held: dict[str, int] = {}
 
-    def held(self, key: str) -> int:
-        return self._held.get(key, 0)
-
     def acquire(self, key: str, limit: int) -> Release:
         with self._lock:
             held = self._held.get(key, 0)

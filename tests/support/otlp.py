@@ -42,6 +42,9 @@ class OtlpReceiver:
     def __enter__(self) -> "OtlpReceiver":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
