@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -58,6 +59,12 @@ PARAGRAPHS = (2, 9)  # paragraphs (chunks) of a record: 5 on average
 PARAGRAPH_WORDS = (100, 190)  # about the 256 tokens of a chunk of SciFact-like text
 TARGET_P50_MS = 40.0  # issue 33: search p50 at 1M chunks, embedded, one client
 TARGET_RSS_MB = 3 * 1024
+# The PostgreSQL server's own settings for a store this size on this 24 GiB machine (anything not
+# named keeps PostgreSQL's default): its defaults (128 MB of buffers, a checkpoint every 1 GB of
+# WAL) made each chunk's ~100 postings land on index pages written out again and again, full page
+# images in the WAL included (21 GB of WAL for ~120,000 chunks).
+PG_CONFIG = {"shared_buffers": "2GB", "effective_cache_size": "12GB", "max_wal_size": "8GB",
+             "checkpoint_timeout": "30min", "maintenance_work_mem": "512MB"}
 
 
 # ----- synthetic text -----
@@ -170,7 +177,7 @@ def servers(home: Path, backend: str) -> Iterator[dict[str, str]]:
     from tests.support.pgserver import PgServer
 
     with ExitStack() as stack:
-        pg = PgServer(keep=pg_data(home)).start()
+        pg = PgServer(keep=pg_data(home), config=PG_CONFIG).start()
         stack.callback(pg.stop)
         chroma, chroma_url = start_chroma(home / "chroma")
         stack.callback(stop_chroma, chroma)
@@ -247,16 +254,21 @@ def build(home: Path, env: dict[str, str], target: int, batch_records: int = BAT
     svc.engines.__dict__["embedder"] = stub  # the cached property, set before anything embeds
     svc.publisher.chunker = ParagraphChunker()
     svc.publisher.batch_chunks = 2048  # one group per stored batch (settings_for)
-    try:
+    with ExitStack() as stack:
+        stack.callback(svc.close)
         svc.start_writer()
         principal = Principal.local_admin("default")
         count = store_chunks(svc)
         batch = 0
         started, began_with = time.perf_counter(), count
         print(f"building {home.name}: {count:,} chunks already, target {target:,}", flush=True)
+        stop = stack.enter_context(_stop_between_batches())
         while count < target:
             if seconds_left is not None and time.perf_counter() - started > seconds_left:
                 print(f"  stopped at {count:,} chunks: --build-seconds {seconds_left:.0f} passed", flush=True)
+                break
+            if stop.is_set():
+                print(f"  stopped at {count:,} chunks: asked to (SIGTERM or SIGINT)", flush=True)
                 break
             batch += 1
             provider = f"synth-{batch}"
@@ -272,14 +284,31 @@ def build(home: Path, env: dict[str, str], target: int, batch_records: int = BAT
                   f"{count:,} in all, {(count - began_with) / total:,.0f} chunks/s overall, "
                   f"load {os.getloadavg()[0]:.2f}", flush=True)
         seconds = time.perf_counter() - started
-    finally:
-        svc.close()
     meta = {"target": target, "chunks": count, "batches": batch, "build_seconds": round(seconds, 1),
             "chunks_per_s": round((count - began_with) / seconds, 1) if seconds else None,
             "built_at": time.strftime("%Y-%m-%d %H:%M:%S"), "complete": count >= target}
     if meta["complete"]:
         meta_path.write_text(json.dumps(meta, indent=2))
     return meta
+
+
+@contextmanager
+def _stop_between_batches() -> Iterator[threading.Event]:
+    """An event set by SIGTERM or SIGINT within the block: the build stops after the batch in
+    progress, as a batch cut short would leave its provider's documents half written (and skipped on
+    resuming)."""
+    stop = threading.Event()
+
+    def ask(signum: int, frame: object) -> None:
+        print(f"  signal {signum}: stopping after this batch", flush=True)
+        stop.set()
+
+    before = {signum: signal.signal(signum, ask) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def _has_provider(svc: Any, provider: str) -> bool:

@@ -30,14 +30,16 @@ def _free_port() -> int:
 
 class PgServer:
     """`keep`: a cluster kept in that directory between runs (the benchmarks), durable (fsync on);
-    default: a throwaway one in a temp dir, removed on stop."""
+    default: a throwaway one in a temp dir, removed on stop. `config`: server settings (`-c name=value`)
+    on top of PostgreSQL's defaults, e.g. a benchmark's memory and checkpoint sizes."""
 
-    def __init__(self, keep: Path | None = None) -> None:
+    def __init__(self, keep: Path | None = None, config: dict[str, str] | None = None) -> None:
         bindir = _bindir()
         if bindir is None:
             raise RuntimeError("PostgreSQL server binaries not found (Debian package: postgresql)")
         self.bindir = bindir
         self.keep = keep
+        self.config = dict(config or {})
         if keep is not None:
             keep.mkdir(parents=True, exist_ok=True)
         self.base = keep or Path(tempfile.mkdtemp(prefix="rag-pg-"))
@@ -57,6 +59,7 @@ class PgServer:
         options = f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c max_connections=200"
         if self.keep is None:
             options += " -c fsync=off -c full_page_writes=off"
+        options += "".join(f" -c {name}={value}" for name, value in self.config.items())
         self._run(str(self.bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(self.base / "log"), "-w", "start")
         return self
 
