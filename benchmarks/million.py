@@ -500,11 +500,22 @@ def measure(env: dict[str, str], home: Path, searches: int, clients: int, per_cl
         result["publish_one"] = publish_one(served, "second")
         result["rss_after_publish_mb"] = rss_mb(served.process.pid)
     result["published_set_reload"] = reload_published(env)
-    result["keyword_index_mb"] = du_mb(Path(env["RAG_HOME"]) / "keyword") if "RAG_DATABASE_URL" not in env else None
+    result["keyword_index_mb"] = (du_mb(Path(env["RAG_HOME"]) / "keyword") if "RAG_DATABASE_URL" not in env
+                                  else pg_keyword_mb(env["RAG_DATABASE_URL"]))
     result["vector_index_mb"] = du_mb(home / "chroma" if "RAG_CHROMA_URL" in env else Path(env["RAG_HOME"]) / "chroma")
     result["store_mb"] = (du_mb(Path(env["RAG_HOME"]) / "rag.db") if "RAG_DATABASE_URL" not in env
                           else du_mb(pg_data(home)))
     return result
+
+
+def pg_keyword_mb(url: str) -> float:
+    """The PostgreSQL keyword lane's tables with their indexes and TOAST, in MB."""
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        size = conn.execute("SELECT sum(pg_total_relation_size(t::regclass)) "
+                            "FROM unnest(ARRAY['chunk_tsv', 'keyword_postings', 'keyword_df']) AS t").fetchone()[0]
+    return round(int(size) / 2**20, 1)
 
 
 def print_table(r: dict[str, Any]) -> None:
@@ -526,7 +537,8 @@ def print_table(r: dict[str, Any]) -> None:
          if reload else "none (PostgreSQL: checked by key)"),
         ("published set after one change (from the log, median)", f"{reload['after_a_change_ms']} ms"
          if reload else "none (PostgreSQL: checked by key)"),
-        ("keyword index on disk", f"{r['keyword_index_mb']} MB" if r["keyword_index_mb"] is not None else "in PostgreSQL"),
+        ("keyword index on disk", f"{r['keyword_index_mb']} MB"
+         + (" (in PostgreSQL: chunk_tsv, keyword_postings, keyword_df)" if r["backend"] == "postgres" else "")),
         ("vector index on disk", f"{r['vector_index_mb']} MB"),
         ("store on disk", f"{r['store_mb']} MB"),
         ("publish one more document (model included; the first, loading the model)",
