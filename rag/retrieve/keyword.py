@@ -249,6 +249,8 @@ class PostgresKeywordLane(_IndexTable):
     # Rows written by one statement. The triggers on chunk_tsv run once per statement: row by row,
     # each chunk upserted its ~100 lexemes' document frequencies on its own (100 row versions a chunk,
     # WAL and bloat of keyword_df); a statement of many chunks upserts each distinct lexeme once.
+    # Above the Publisher's group (512 chunks), so that a group's lexemes are locked in one
+    # statement, in lexeme order, as concurrent publishers take them; the cap bounds its memory.
     ROWS_PER_STATEMENT = 1000
     add_sql = (
         "INSERT INTO chunk_tsv (chunk_id, tsv) SELECT x.id, to_tsvector('english', x.body) "
