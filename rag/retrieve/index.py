@@ -281,6 +281,15 @@ class SearchIndex:
             except Exception:  # noqa: BLE001 - see the docstring
                 log.exception("moving %d chunks between knowledge bases failed in the %s lane", len(rows), lane.name)
 
+    def compact(self) -> None:
+        """Let each lane tidy its index after writes (merges of small parts), each in its own
+        transactions. A failure is logged, not raised: it costs search speed, never results."""
+        for lane in self.lanes.values():
+            try:
+                lane.compact()
+            except Exception:  # noqa: BLE001 - see the docstring
+                log.exception("compacting the %s lane failed; it is tried again after the next publish", lane.name)
+
     def reconcile(self) -> dict[str, int]:
         """Each lane made to hold what the store says it should (a writer does this when it opens
         the store); returns the chunks each lane repaired. A lane whose engine is down is skipped

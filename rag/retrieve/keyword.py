@@ -8,6 +8,7 @@ chunk rows.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Iterable, Sequence
@@ -21,6 +22,8 @@ from rag.retrieve.published import widen_until_full
 from rag.retrieve.text import porter_stem, query_terms
 from rag.retrieve.types import IndexRow, LaneHit, Query, Scope
 from rag.store.db import Database
+
+log = logging.getLogger(__name__)
 
 
 def match_expression(terms: Sequence[str]) -> str:
@@ -77,6 +80,9 @@ class _IndexTable:
 
     def attach(self, source: ChunkSource) -> None:
         pass  # in the store's transactions: nothing to repair between reconciles
+
+    def compact(self) -> int:
+        return 0  # FTS5 merges its own segments
 
     def open(self) -> None:
         pass
@@ -233,13 +239,15 @@ class PostgresKeywordLane(_IndexTable):
     inside the query, higher score is better.
 
     English stemming (to_tsvector('english', ...)); the query's lexemes are OR-ed and scored with
-    BM25 (k1 1.2, b 0.75) from `keyword_postings`, one row per lexeme of each chunk with its term
-    frequency and the chunk's length, kept with the document frequencies in `keyword_df` by
-    triggers on `chunk_tsv` (migration 0005). Summing postings read from an index is what makes it
-    fast: ranking with ts_rank parsed the tsvector of every matching chunk (~200 ms a question at
-    100,000 chunks). Lexemes in more than `max_df` of the chunks are left out (keeping the two
-    rarest), as in the FTS5 lane. Hits are checked against published versions by primary key, as
-    for the lanes outside the store, widening when too few pass.
+    BM25 (k1 1.2, b 0.75). The postings live in `keyword_blocks` (migration 0018): per lexeme,
+    knowledge base and batch, up to 4,096 postings packed as arrays (chunk ids, term frequencies,
+    chunk lengths), written by a trigger on `chunk_tsv`; the document frequencies in `keyword_df`
+    (migration 0005). A search reads its lexemes' blocks by index and sums them in numpy: 12 bytes
+    a posting instead of a row of ~216, which is what keeps it fast at a million chunks. Deleted
+    chunks leave tombstones (`keyword_dead`) applied before scoring; `compact` merges small batches
+    and rewrites those with many tombstones. Lexemes in more than `max_df` of the chunks are left
+    out (keeping the two rarest), as in the FTS5 lane. Hits are checked against published versions
+    by primary key, as for the lanes outside the store, widening when too few pass.
     """
 
     engine = "postgresql"
@@ -251,20 +259,88 @@ class PostgresKeywordLane(_IndexTable):
     # WAL and bloat of keyword_df); a statement of many chunks upserts each distinct lexeme once.
     # Above the Publisher's group (512 chunks), so that a group's lexemes are locked in one
     # statement, in lexeme order, as concurrent publishers take them; the cap bounds its memory.
+    # Each statement is a batch of its own: its postings are appended as new blocks.
     ROWS_PER_STATEMENT = 1000
     add_sql = (
-        "INSERT INTO chunk_tsv (chunk_id, tsv) SELECT x.id, to_tsvector('english', x.body) "
+        "INSERT INTO chunk_tsv (chunk_id, tsv, batch) SELECT x.id, to_tsvector('english', x.body), :batch "
         "FROM unnest(CAST(:ids AS bigint[]), CAST(:texts AS text[])) AS x(id, body)"
     )
+    # Merging batches (size-tiered): MERGE_FANOUT batches of about one size become one, up to
+    # MERGE_MAX_CHUNKS (a merge rebuilds its blocks from the chunks' lexemes: ~10 s at that size,
+    # in a transaction of its own after a publish). A batch whose tombstones reach 1/DEAD_SHARE of
+    # its chunks is rewritten alone. At a million chunks this leaves about 40 batches, so a lexeme
+    # is a few dozen rows at most beside its full blocks.
+    MERGE_FANOUT = 8
+    MERGE_MAX_CHUNKS = 65536
+    DEAD_SHARE = 8
+    LOCK_KEY = 0x6B77626C6B73  # pg_advisory lock: one merge at a time across processes
 
     def add(self, session: Session | None, rows: Sequence[IndexRow], vectors: np.ndarray | None = None) -> None:
         for i in range(0, len(rows), self.ROWS_PER_STATEMENT):
             assert session is not None, "a lane in the store writes in the chunk rows' transaction"
             part = rows[i:i + self.ROWS_PER_STATEMENT]
-            session.execute(text(self.add_sql), {"ids": [row[0] for row in part], "texts": [row[1] for row in part]})
+            batch = int(session.scalar(text("SELECT nextval('keyword_batch_seq')")))
+            session.execute(text(self.add_sql), {
+                "ids": [row[0] for row in part], "texts": [row[1] for row in part], "batch": batch})
 
     def reconcile(self, source: ChunkSource) -> int:
         return 0  # the index lives in the store's own transactions: it cannot disagree with the chunks
+
+    def compact(self, rounds: int = 4) -> int:
+        """Merge small batches, or rewrite those with many tombstones: up to `rounds` merges, each
+        in a transaction of its own, skipped while another process merges. Returns the batches
+        merged (0: nothing was due)."""
+        merged = 0
+        for _ in range(rounds):
+            done = self._merge_once()
+            if not done:
+                break
+            merged += done
+        return merged
+
+    def _merge_once(self) -> int:
+        with self.db.session() as session:
+            if not session.scalar(text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": self.LOCK_KEY}):
+                return 0
+            batches = session.execute(text(
+                "SELECT b.batch, b.chunks, coalesce(d.n, 0) AS dead FROM keyword_batches AS b "
+                "LEFT JOIN (SELECT batch, count(*) AS n FROM keyword_dead GROUP BY batch) AS d USING (batch)"
+            )).all()
+            chosen = self._merge_plan([(int(b), int(c), int(d)) for b, c, d in batches])
+            if not chosen:
+                return 0
+            started = time.perf_counter()
+            into = int(session.scalar(text("SELECT nextval('keyword_batch_seq')")))
+            params = {"old": chosen, "new": into}
+            # Rows deleted meanwhile are skipped (their tombstones go with the old batches); a row
+            # this moves and another transaction then deletes gets a tombstone of the new batch.
+            moved = session.execute(text("UPDATE chunk_tsv SET batch = :new WHERE batch = ANY(:old)"), params).rowcount
+            for table in ("keyword_blocks", "keyword_dead", "keyword_batches"):
+                session.execute(text(f"DELETE FROM {table} WHERE batch = ANY(:old)"), params)
+            if moved:
+                session.execute(text("SELECT keyword_blocks_build(ARRAY[CAST(:new AS bigint)])"), params)
+                session.execute(text("INSERT INTO keyword_batches (batch, chunks) VALUES (:new, :n)"),
+                                {**params, "n": moved})
+        log.info("keyword lane: %d batches merged into one of %d chunks in %.1f s",
+                 len(chosen), moved, time.perf_counter() - started)
+        return len(chosen)
+
+    def _merge_plan(self, batches: list[tuple[int, int, int]]) -> list[int]:
+        """The batches to merge next, from (batch, chunks, tombstones): one with too many
+        tombstones, else the smallest tier holding MERGE_FANOUT batches of about one size."""
+        for batch, chunks, dead in batches:
+            if dead and dead * self.DEAD_SHARE >= chunks:
+                return [batch]
+        tiers: dict[int, list[tuple[int, int]]] = {}
+        for batch, chunks, dead in batches:
+            live = max(1, chunks - dead)
+            tier = (live.bit_length() - 1) // (self.MERGE_FANOUT.bit_length() - 1)  # log of live, base fanout
+            tiers.setdefault(tier, []).append((live, batch))
+        for tier in sorted(tiers):
+            members = sorted(tiers[tier])[:self.MERGE_FANOUT]
+            if len(members) >= self.MERGE_FANOUT and sum(n for n, _ in members) <= self.MERGE_MAX_CHUNKS:
+                return [batch for _, batch in members]
+        return []
 
     def _weights(self, session: Session, lexemes: list[str]) -> tuple[dict[str, float], float]:
         """(BM25 idf of the query's lexemes kept, average chunk length)."""
@@ -304,28 +380,68 @@ class PostgresKeywordLane(_IndexTable):
         idf, avgdl = self._weights(session, lexemes)
         if not idf:
             return []
-        params: dict[str, object] = {
-            "lexemes": list(idf), "weights": list(idf.values()), "kbs": sorted(scope.kb_ids),
-            "k1": self.K1, "b": self.B, "avgdl": avgdl,
-        }
-        nodes = ""
-        if scope.node_ids is not None:
-            params["nodes"] = sorted(scope.node_ids)
-            nodes = "AND p.chunk_id IN (SELECT id FROM chunks WHERE node_id = ANY(:nodes))"
-        sql = text(
-            f"""
-            SELECT p.chunk_id AS id,
-                   sum(q.w * p.tf * (:k1 + 1) / (p.tf + :k1 * (1 - :b + :b * p.dl / :avgdl))) AS rank
-            FROM unnest(CAST(:lexemes AS text[]), CAST(:weights AS float8[])) AS q(lexeme, w)
-            JOIN keyword_postings AS p ON p.lexeme = q.lexeme
-            WHERE p.kb_id = ANY(:kbs) {nodes}
-            GROUP BY p.chunk_id
-            ORDER BY rank DESC, p.chunk_id
-            LIMIT :n
-            """
-        )
+        postings = self._postings(session, idf, avgdl, sorted(scope.kb_ids))
+        if scope.node_ids is not None and len(postings[0]):
+            inside = np.fromiter(session.scalars(
+                text("SELECT id FROM chunks WHERE node_id = ANY(:nodes)"), {"nodes": sorted(scope.node_ids)}
+            ), dtype=np.int64)
+            keep = np.isin(postings[0], inside)
+            postings = (postings[0][keep], postings[1][keep])
+        ids, scores = _summed(*postings)
 
         def fetch(n: int) -> list[LaneHit]:
-            return [LaneHit(int(row.id), float(row.rank)) for row in session.execute(sql, {**params, "n": n})]
+            return [LaneHit(int(i), float(s)) for i, s in _best(ids, scores, n)]
 
         return widen_until_full(fetch, session, depth)
+
+    def _postings(
+        self, session: Session, idf: dict[str, float], avgdl: float, kb_ids: list[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk id, BM25 term score) of every live posting of these lexemes in these knowledge
+        bases: their blocks read by index, each block's tombstones taken out."""
+        blocks = session.execute(
+            text("SELECT lexeme, batch, ids, tfs, dls FROM keyword_blocks "
+                 "WHERE lexeme = ANY(:lexemes) AND kb_id = ANY(:kbs)"),
+            {"lexemes": list(idf), "kbs": kb_ids},
+        ).all()
+        if not blocks:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        dead: dict[int, list[int]] = {}
+        for batch, chunk_id in session.execute(
+            text("SELECT batch, chunk_id FROM keyword_dead WHERE batch = ANY(:batches)"),
+            {"batches": sorted({int(row.batch) for row in blocks})},
+        ):
+            dead.setdefault(int(batch), []).append(int(chunk_id))
+        ids, scores = [], []
+        for row in blocks:
+            chunk_ids = np.frombuffer(row.ids, dtype=">i8").astype(np.int64)
+            tf = np.frombuffer(row.tfs, dtype=">i2").astype(np.float64)
+            dl = np.frombuffer(row.dls, dtype=">i2").astype(np.float64)
+            score = idf[row.lexeme] * tf * (self.K1 + 1) / (tf + self.K1 * (1 - self.B + self.B * dl / avgdl))
+            gone = dead.get(int(row.batch))
+            if gone is not None:
+                live = ~np.isin(chunk_ids, gone)
+                chunk_ids, score = chunk_ids[live], score[live]
+            ids.append(chunk_ids)
+            scores.append(score)
+        return np.concatenate(ids), np.concatenate(scores)
+
+
+def _summed(ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each chunk's total of its postings' scores (chunk ids ascending)."""
+    if not len(ids):
+        return ids, scores
+    chunks, where = np.unique(ids, return_inverse=True)
+    return chunks, np.bincount(where, weights=scores, minlength=len(chunks))
+
+
+def _best(ids: np.ndarray, scores: np.ndarray, n: int) -> list[tuple[int, float]]:
+    """The n best (chunk id, score), by score, ties by chunk id, as the SQL lanes order them."""
+    if not len(ids) or n <= 0:
+        return []
+    if len(ids) > n:
+        floor = np.partition(scores, len(scores) - n)[len(scores) - n]
+        within = np.nonzero(scores >= floor)[0]  # every tie at the n-th score, so ties go by id
+        ids, scores = ids[within], scores[within]
+    order = np.lexsort((ids, -scores))[:n]
+    return list(zip(ids[order].tolist(), scores[order].tolist()))

@@ -105,6 +105,11 @@ class Lane(Protocol):
         when nothing is wrong (counts or a fingerprint are compared first)."""
         ...
 
+    def compact(self) -> int:
+        """Tidy the index after writes, in transactions of its own (PostgreSQL's keyword lane merges
+        the small parts publishes append); returns the parts merged. Cheap when nothing is due."""
+        ...
+
     def count(self, kb_id: str | None = None) -> int:
         """Chunks in the index, of one knowledge base or of all."""
         ...

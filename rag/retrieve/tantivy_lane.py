@@ -110,6 +110,9 @@ class TantivyKeywordLane:
         """Where the rows come from when the index must be rebuilt (the publisher's chunks)."""
         self._source = source
 
+    def compact(self) -> int:
+        return 0  # tantivy merges its own segments
+
     def _reset(self, exc: BaseException) -> None:
         """Set the damaged directory aside and start an empty index in its place (lock held or at start)."""
         with self._lock:

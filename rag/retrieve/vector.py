@@ -195,6 +195,9 @@ class ChromaVectorLane:
     def attach(self, source: ChunkSource) -> None:
         pass  # repaired by reconcile(), at a writer's start
 
+    def compact(self) -> int:
+        return 0  # Chroma compacts its own segments
+
     def add(self, session: Session | None, rows: Sequence[IndexRow], vectors: np.ndarray | None) -> None:
         """Upsert the rows' vectors, each into its knowledge base's collection."""
         if not rows:

@@ -1,66 +1,171 @@
-"""PostgreSQL keyword lane: the postings and document frequencies stay exact through publishes written
-many chunks to a statement and through deletions, without a foreign key or the unused GIN index
-(migration 0017)."""
+"""PostgreSQL keyword lane: the postings packed in blocks (migration 0018) and the document
+frequencies stay exact through publishes written many chunks to a statement, deletions, moves to
+another knowledge base and back, and merges; and the lane ranks exactly as BM25 summed in SQL over
+postings made again from the chunks' lexemes."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
 from rag.retrieve.keyword import PostgresKeywordLane
+from rag.retrieve.types import Query, Scope
+from tests.support.keyword_blocks import POSTINGS_MADE_AGAIN, differences
+from tests.support.store import alembic_config
 
-POSTINGS_MADE_AGAIN = """
-SELECT (u).lexeme, chunk_id, coalesce(array_length((u).positions, 1), 1), length(tsv)
-FROM (SELECT chunk_id, tsv, unnest(tsv) AS u FROM chunk_tsv) AS n
-"""
+QUESTIONS = ["Microsoft Teams meetings", "How much annual leave do I earn?", "expenses receipts travel",
+             "security password laptop", "the of and"]
 
 
-def differences(svc) -> dict[str, int]:
-    """Rows that differ between what the triggers keep and a recount from the chunks' lexemes (only
-    those that differ)."""
-    kept = "SELECT lexeme, chunk_id, tf, dl FROM keyword_postings"
-    df_kept = "SELECT lexeme, df FROM keyword_df WHERE df <> 0 AND lexeme NOT IN ('', ' dl')"
-    df_made = "SELECT word, ndoc::bigint FROM ts_stat('SELECT tsv FROM chunk_tsv')"
+def lane_and_scope(svc, kb_name: str | None = None) -> tuple[PostgresKeywordLane, Scope]:
+    lane = svc.engines.index.lanes["text"]
+    assert isinstance(lane, PostgresKeywordLane)
     with svc.db.session() as session:
-        one = lambda sql: int(session.scalar(text(sql)))  # noqa: E731
-        counts = {
-            "postings only kept": one(f"SELECT count(*) FROM ({kept} EXCEPT {POSTINGS_MADE_AGAIN}) AS d"),
-            "postings missing": one(f"SELECT count(*) FROM ({POSTINGS_MADE_AGAIN} EXCEPT {kept}) AS d"),
-            "df only kept": one(f"SELECT count(*) FROM ({df_kept} EXCEPT {df_made}) AS d"),
-            "df missing": one(f"SELECT count(*) FROM ({df_made} EXCEPT {df_kept}) AS d"),
-            "chunk count": one("SELECT df FROM keyword_df WHERE lexeme = ''") - one("SELECT count(*) FROM chunk_tsv"),
-        }
-    return {name: n for name, n in counts.items() if n}
+        kbs = session.execute(text("SELECT id, name FROM knowledge_bases")).all()
+    kb_ids = tuple(sorted(kb for kb, name in kbs if kb_name is None or name == kb_name))
+    return lane, Scope("ws", kb_ids)
+
+
+def ranked(svc, question: str, kb_name: str | None = None, depth: int = 20) -> list[tuple[int, float]]:
+    lane, scope = lane_and_scope(svc, kb_name)
+    with svc.db.session() as session:
+        return [(hit.chunk_id, hit.score) for hit in lane.search(session, Query(question), scope, depth)]
+
+
+def ranked_in_sql(svc, question: str, kb_name: str | None = None, depth: int = 20) -> list[tuple[int, float]]:
+    """BM25 summed in SQL over the postings made again, published chunks only, with the lane's own
+    weights (idf, lexemes kept): the reference the blocks must reproduce."""
+    lane, scope = lane_and_scope(svc, kb_name)
+    with svc.db.session() as session:
+        lexemes = list(session.scalars(text("SELECT lexeme FROM unnest(to_tsvector('english', :q))"), {"q": question}))
+        idf, avgdl = lane._weights(session, lexemes)
+        if not idf:
+            return []
+        rows = session.execute(text(
+            f"""SELECT p.chunk_id, sum(q.w * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / :avgdl))) AS s
+            FROM unnest(CAST(:lex AS text[]), CAST(:w AS float8[])) AS q(lexeme, w)
+            JOIN ({POSTINGS_MADE_AGAIN}) AS p ON p.lexeme = q.lexeme
+            JOIN chunks AS c ON c.id = p.chunk_id JOIN document_versions AS v ON v.id = c.version_id
+            WHERE p.kb_id = ANY(:kbs) AND v.status = 'published'
+            GROUP BY p.chunk_id ORDER BY s DESC, p.chunk_id LIMIT :n"""),
+            {"lex": list(idf), "w": list(idf.values()), "avgdl": avgdl, "kbs": list(scope.kb_ids), "n": depth},
+        ).all()
+    return [(int(chunk_id), float(score)) for chunk_id, score in rows]
+
+
+def assert_same_ranking(svc, kb_name: str | None = None) -> None:
+    for question in QUESTIONS:
+        got, want = ranked(svc, question, kb_name), ranked_in_sql(svc, question, kb_name)
+        assert [i for i, _ in got] == [i for i, _ in want], question
+        assert all(math.isclose(a, b, rel_tol=1e-9) for (_, a), (_, b) in zip(got, want)), question
+
+
+def batches(svc) -> int:
+    with svc.db.session() as session:
+        return int(session.scalar(text("SELECT count(*) FROM keyword_batches")))
 
 
 @pytest.mark.parametrize("settings", ["postgresql"], indirect=True)
-def test_postings_stay_exact_through_statements_of_many_chunks_and_deletes(
+def test_blocks_stay_exact_through_publishes_deletes_moves_and_merges(
     svc, admin, small_tree: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(PostgresKeywordLane, "ROWS_PER_STATEMENT", 3)  # several statements a publish
+    monkeypatch.setattr(PostgresKeywordLane, "ROWS_PER_STATEMENT", 3)  # a batch every 3 chunks
+    monkeypatch.setattr(PostgresKeywordLane, "MERGE_FANOUT", 4)
+    monkeypatch.setattr(PostgresKeywordLane, "MERGE_MAX_CHUNKS", 24)  # merges of 4 batches, up to 24 chunks
     report = svc.ingest_directory(admin, small_tree)
     assert len(report.added) == 5
     with svc.db.session() as session:
         chunks = int(session.scalar(text("SELECT count(*) FROM chunk_tsv")))
-        postings = int(session.scalar(text("SELECT count(*) FROM keyword_postings")))
-    assert chunks > 3 and postings > chunks
-    assert differences(svc) == {}
+        merged = int(session.scalar(text("SELECT max(chunks) FROM keyword_batches")))
+    assert chunks > 12 and merged > 3, "publishes wrote batches of 3 chunks, and merges made larger ones"
+    assert differences(svc.db) == {}
+    assert ranked(svc, "Microsoft Teams meetings"), "the lane finds the chunks"
+    assert_same_ranking(svc)
 
     hits = svc.search(admin, "Microsoft Teams meetings", 5).hits
     teams = next(h for h in hits if h.source == "fs:tools/teams.md")
-    with svc.db.session() as session:
-        ids = [int(i) for i in session.scalars(
-            text("SELECT id FROM chunks WHERE node_id = :node"), {"node": teams.node_id})]
     svc.delete_document(admin, teams.node_id)
-
-    with svc.db.session() as session:
-        left = session.scalar(text("SELECT count(*) FROM keyword_postings WHERE chunk_id = ANY(:ids)"), {"ids": ids})
-        assert ids and left == 0, "a deleted chunk's postings go with it"
-        foreign_keys = session.scalar(text(
-            "SELECT count(*) FROM pg_constraint WHERE conrelid = 'keyword_postings'::regclass AND contype = 'f'"))
-        assert foreign_keys == 0
-        assert session.scalar(text("SELECT to_regclass('ix_chunk_tsv')")) is None
-    assert differences(svc) == {}
+    assert differences(svc.db) == {}, "a deleted chunk's postings are tombstoned"
     assert "fs:tools/teams.md" not in [h.source for h in svc.search(admin, "Microsoft Teams meetings", 10).hits]
+    assert_same_ranking(svc)
+
+    # A document moved to another knowledge base and back: its chunks keep their ids, and each is
+    # counted once, in the knowledge base it is in.
+    leave = svc.search(admin, "How much annual leave do I earn?", 3, lanes=("text",)).hits[0]
+    assert leave.source == "fs:travel-and-leave/leave.md"
+    other = svc.knowledge_base(admin, "other", create=True)
+    with svc.db.session() as session:
+        home_root = session.scalar(text(
+            "SELECT parent_id FROM nodes WHERE id = (SELECT parent_id FROM nodes WHERE id = :n)"), {"n": leave.node_id})
+        home_folder = session.scalar(text("SELECT parent_id FROM nodes WHERE id = :n"), {"n": leave.node_id})
+    assert home_root is not None
+    svc.move_node(admin, leave.node_id, other.root_id)
+    assert differences(svc.db) == {}
+    assert_same_ranking(svc, "other")
+    assert leave.chunk_id in [i for i, _ in ranked(svc, "annual leave earn", "other")]
+    svc.move_node(admin, leave.node_id, home_folder)
+    assert differences(svc.db) == {}
+    assert_same_ranking(svc)
+    assert leave.chunk_id not in [i for i, _ in ranked(svc, "annual leave earn", "other")]
+
+    # Merging until nothing is due rewrites the tombstoned batches and changes no ranking.
+    before = {q: ranked(svc, q) for q in QUESTIONS}
+    lane, _ = lane_and_scope(svc)
+    had = batches(svc)
+    for _ in range(50):
+        if not lane.compact():
+            break
+    with svc.db.session() as session:
+        dead = int(session.scalar(text("SELECT count(*) FROM keyword_dead")))
+        live = int(session.scalar(text("SELECT count(*) FROM chunk_tsv")))
+    assert batches(svc) < had and dead * lane.DEAD_SHARE < live
+    assert differences(svc.db) == {}
+    assert {q: ranked(svc, q) for q in QUESTIONS} == before
+
+
+@pytest.mark.parametrize("settings", ["postgresql"], indirect=True)
+def test_a_folder_scope_ranks_inside_the_folder(svc, admin, small_tree: Path):
+    svc.ingest_directory(admin, small_tree)
+    lane, scope = lane_and_scope(svc)
+    with svc.db.session() as session:
+        folder = session.execute(text(
+            "SELECT n.parent_id, c.id FROM chunks AS c JOIN nodes AS n ON n.id = c.node_id "
+            "WHERE c.node_id IN (SELECT node_id FROM chunks) ORDER BY c.id LIMIT 1")).one()
+        inside = {node for node, in session.execute(
+            text("SELECT id FROM nodes WHERE parent_id = :p"), {"p": folder.parent_id})}
+        in_folder = {int(i) for i in session.scalars(
+            text("SELECT id FROM chunks WHERE node_id = ANY(:n)"), {"n": sorted(inside)})}
+        whole = [h.chunk_id for h in lane.search(session, Query("leave expenses meetings"), scope, 500)]
+        scoped = [h.chunk_id for h in lane.search(
+            session, Query("leave expenses meetings"), Scope("ws", scope.kb_ids, frozenset(inside)), 50)]
+    assert scoped and set(scoped) <= in_folder
+    assert scoped == [i for i in whole if i in in_folder][:len(scoped)]
+
+
+@pytest.mark.parametrize("settings", ["postgresql"], indirect=True)
+def test_a_store_of_postings_rows_is_migrated_to_blocks_and_back(svc, admin, small_tree: Path):
+    """A store written before migration 0018 (a postings row per lexeme of each chunk) gets its blocks
+    built from the chunks' lexemes, ranking as before; the downgrade makes the rows again."""
+    from alembic import command
+
+    svc.ingest_directory(admin, small_tree)
+    before = {q: ranked(svc, q) for q in QUESTIONS}
+    config = alembic_config()
+    with svc.db.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0017")
+    with svc.db.session() as session:
+        rows = int(session.scalar(text("SELECT count(*) FROM keyword_postings")))
+        made = int(session.scalar(text(f"SELECT count(*) FROM ({POSTINGS_MADE_AGAIN}) AS p")))
+        assert session.scalar(text("SELECT to_regclass('keyword_blocks')")) is None
+    assert rows == made > 0
+    with svc.db.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+    with svc.db.session() as session:
+        assert session.scalar(text("SELECT to_regclass('keyword_postings')")) is None
+    assert differences(svc.db) == {}
+    assert {q: ranked(svc, q) for q in QUESTIONS} == before

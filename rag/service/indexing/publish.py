@@ -161,6 +161,7 @@ class Publisher:
             done += indexed
             held_elsewhere += skipped
             accounted += sum(len(p.texts) for p in group)
+            self.index.compact()  # a lane's merge of the parts its writes appended, when one is due
             if progress:
                 progress(accounted, total)
         if held_elsewhere and wait:
@@ -374,6 +375,7 @@ class Publisher:
                 session.scalars(select(DocumentVersion.id).where(DocumentVersion.node_id.in_(list(node_ids))))
             )
         self._drop_chunks_of(version_ids)
+        self.index.compact()
 
     def unpublish_nodes(self, node_ids: Sequence[str]) -> list[int]:
         """Archive these documents' published versions, their chunks out of every lane first (a
@@ -390,6 +392,7 @@ class Publisher:
             for version in session.scalars(select(DocumentVersion).where(
                     DocumentVersion.id.in_(version_ids), DocumentVersion.status == PUBLISHED)):
                 version.status, version.archived_at = ARCHIVED, now
+        self.index.compact()
         return version_ids
 
     def indexed_rows(self, session, chunk_ids: Sequence[int] | None = None) -> Iterator[IndexRow]:
