@@ -514,7 +514,8 @@ def pg_keyword_mb(url: str) -> float:
 
     with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
         size = conn.execute("SELECT sum(pg_total_relation_size(t::regclass)) "
-                            "FROM unnest(ARRAY['chunk_tsv', 'keyword_postings', 'keyword_df']) AS t").fetchone()[0]
+                            "FROM unnest(ARRAY['chunk_tsv', 'keyword_blocks', 'keyword_dead', 'keyword_batches', "
+                            "'keyword_df']) AS t").fetchone()[0]
     return round(int(size) / 2**20, 1)
 
 
@@ -538,7 +539,7 @@ def print_table(r: dict[str, Any]) -> None:
         ("published set after one change (from the log, median)", f"{reload['after_a_change_ms']} ms"
          if reload else "none (PostgreSQL: checked by key)"),
         ("keyword index on disk", f"{r['keyword_index_mb']} MB"
-         + (" (in PostgreSQL: chunk_tsv, keyword_postings, keyword_df)" if r["backend"] == "postgres" else "")),
+         + (" (in PostgreSQL: chunk_tsv, keyword_blocks, keyword_dead, keyword_batches, keyword_df)" if r["backend"] == "postgres" else "")),
         ("vector index on disk", f"{r['vector_index_mb']} MB"),
         ("store on disk", f"{r['store_mb']} MB"),
         ("publish one more document (model included; the first, loading the model)",
