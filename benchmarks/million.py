@@ -22,6 +22,7 @@ the model really embeds it) through the API into the big knowledge base.
     python -m benchmarks.million                          # 1,000,000 chunks, embedded
     python -m benchmarks.million --chunks 20000 --json out.json
     python -m benchmarks.million --backend postgres --chunks 100000
+    python -m benchmarks.million --backend postgres --keyword-lane   # the keyword lane alone, in process
 """
 
 from __future__ import annotations
@@ -355,6 +356,39 @@ def queries() -> list[str]:
     return [text[q] for q in test + rest if q in text]
 
 
+def keyword_lane(env: dict[str, str], n: int = 100, passes: int = 3, depth: int = 100) -> dict[str, Any]:
+    """The keyword lane alone, in this process (no server, no fusion): p50 / p95 of each pass over
+    the first `n` SciFact queries at `depth` in the store's big knowledge base, and how many
+    postings a query's lexemes sum (PostgreSQL). Pass 1 reads what the cache does not hold."""
+    from sqlalchemy import text as sql
+
+    from rag.retrieve.types import Query, Scope
+    from rag.service import KnowledgeService
+
+    svc = KnowledgeService(settings_for(env), defer_start=True)
+    try:
+        lane = svc.engines.index.lanes["text"]
+        with svc.db.session() as session:
+            kb_id = session.scalar(sql("SELECT id FROM knowledge_bases WHERE name = :name"), {"name": KB})
+        scope = Scope("default", (kb_id,))
+        rows = []
+        for number in range(1, passes + 1):
+            times = []
+            for question in queries()[:n]:
+                with svc.db.session() as session:
+                    began = time.perf_counter()
+                    lane.search(session, Query(question), scope, depth)
+                    times.append(1000 * (time.perf_counter() - began))
+            times.sort()
+            rows.append({"pass": number, "p50_ms": round(times[len(times) // 2], 1),
+                         "p95_ms": round(times[int(0.95 * len(times))], 1)})
+            print(f"keyword lane ({lane.engine}), pass {number}: p50 {rows[-1]['p50_ms']} ms, "
+                  f"p95 {rows[-1]['p95_ms']} ms ({n} queries, depth {depth})", flush=True)
+        return {"engine": lane.engine, "queries": n, "depth": depth, "passes": rows}
+    finally:
+        svc.close()
+
+
 class Served(Serve):
     """`rag serve` on the home, one process; `cold_start_s`: process start to the first search answered."""
 
@@ -568,6 +602,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-seconds", type=float, default=None,
                         help="stop building after this long and measure the store as it is (a later run goes on)")
     parser.add_argument("--rebuild", action="store_true", help="delete the cached store first")
+    parser.add_argument("--keyword-lane", action="store_true",
+                        help="measure the keyword lane alone, in process, instead of the server (100 queries, 3 passes)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON ('-' for stdout)")
     args = parser.parse_args(argv)
     home = home_for(args.backend, args.chunks)
@@ -581,6 +617,9 @@ def main(argv: list[str] | None = None) -> int:
     with servers(home, args.backend) as env:
         meta = build(home, env, args.chunks, seconds_left=args.build_seconds)
         if args.build_only:
+            return 0
+        if args.keyword_lane:
+            write_json({"backend": args.backend, "chunks": meta["chunks"], **keyword_lane(env)}, args.json)
             return 0
         result = {"backend": args.backend, "chunks": meta["chunks"], "home": str(home), "build": meta,
                   **measure(env, home, args.searches, args.clients, args.per_client)}

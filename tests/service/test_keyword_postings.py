@@ -6,6 +6,8 @@ postings made again from the chunks' lexemes."""
 from __future__ import annotations
 
 import math
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -169,3 +171,44 @@ def test_a_store_of_postings_rows_is_migrated_to_blocks_and_back(svc, admin, sma
         assert session.scalar(text("SELECT to_regclass('keyword_postings')")) is None
     assert differences(svc.db) == {}
     assert {q: ranked(svc, q) for q in QUESTIONS} == before
+
+
+@pytest.mark.parametrize("settings", ["postgresql"], indirect=True)
+def test_a_chunk_deleted_while_its_batch_is_merged_stays_deleted(
+    svc, admin, small_tree: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A merge builds its blocks before it relabels the chunks: a chunk deleted by another
+    transaction in between is in the new blocks, and its tombstone must follow it there."""
+    monkeypatch.setattr(PostgresKeywordLane, "ROWS_PER_STATEMENT", 3)
+    monkeypatch.setattr(PostgresKeywordLane, "MERGE_FANOUT", 1000)  # no merge but the one below
+    svc.ingest_directory(admin, small_tree)
+    lane, _ = lane_and_scope(svc)
+    with svc.db.session() as session:
+        first, second = [int(b) for b in session.scalars(text("SELECT batch FROM keyword_batches ORDER BY batch LIMIT 2"))]
+        victim = int(session.scalar(text("SELECT min(chunk_id) FROM chunk_tsv WHERE batch = :b"), {"b": first}))
+    monkeypatch.setattr(lane, "_merge_plan", lambda batches: [first, second])
+
+    deleting = svc.db.engine.connect()
+    deleting.begin()
+    deleting.execute(text("DELETE FROM chunk_tsv WHERE chunk_id = :c"), {"c": victim})  # holds the row
+    merged: list[int] = []
+    merge = threading.Thread(target=lambda: merged.append(lane.compact(rounds=1)))
+    merge.start()
+    with svc.db.engine.connect() as watch:  # the merge reaches the victim's row and waits for it
+        for _ in range(300):
+            waiting = watch.execute(text(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            )).scalar()
+            if waiting:
+                break
+            time.sleep(0.1)
+    assert waiting, "the merge waits for the deleting transaction"
+    deleting.commit()
+    deleting.close()
+    merge.join(timeout=60)
+    assert merged == [2]
+    with svc.db.session() as session:
+        batch = session.scalar(text("SELECT batch FROM keyword_dead WHERE chunk_id = :c"), {"c": victim})
+        newest = session.scalar(text("SELECT max(batch) FROM keyword_batches"))
+    assert batch == newest, "the tombstone moved with the merged postings"
+    assert differences(svc.db) == {}
