@@ -8,6 +8,7 @@ chunk rows.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
@@ -266,10 +267,11 @@ class PostgresKeywordLane(_IndexTable):
         "FROM unnest(CAST(:ids AS bigint[]), CAST(:texts AS text[])) AS x(id, body)"
     )
     # Merging batches (size-tiered): MERGE_FANOUT batches of about one size become one, up to
-    # MERGE_MAX_CHUNKS (a merge rebuilds its blocks from the chunks' lexemes, about 1 ms a chunk,
-    # in a transaction of its own after a publish group). A batch whose tombstones reach 1/DEAD_SHARE of
-    # its chunks is rewritten alone. At a million chunks this leaves about 40 batches, so a lexeme
-    # is a few dozen rows at most beside its full blocks.
+    # MERGE_MAX_CHUNKS (a merge joins the batches' blocks lexeme by lexeme, in a transaction of
+    # its own after a publish group: 9.5 s for 65,536 chunks at a million). A batch whose
+    # tombstones reach 1/DEAD_SHARE of its chunks is rewritten alone. At a million chunks the plan
+    # leaves some 15 batches of the largest size and at most 7 of each smaller tier, so a lexeme is
+    # a few dozen rows beside its full blocks.
     MERGE_FANOUT = 8
     MERGE_MAX_CHUNKS = 65536
     DEAD_SHARE = 8
@@ -311,20 +313,20 @@ class PostgresKeywordLane(_IndexTable):
                 return 0
             started = time.perf_counter()
             into = int(session.scalar(text("SELECT nextval('keyword_batch_seq')")))
-            members = [int(i) for i in session.scalars(
-                text("SELECT chunk_id FROM chunk_tsv WHERE batch = ANY(:old)"), {"old": chosen})]
-            params = {"old": chosen, "new": into, "ids": members}
-            # The new blocks are built first, without locking a chunk (the long part: about 1 ms a
-            # chunk). Then the members are relabelled: a chunk deleted meanwhile keeps its
+            rows = session.execute(text(
+                "SELECT chunk_id, batch FROM chunk_tsv WHERE batch = ANY(:old) ORDER BY chunk_id"), {"old": chosen}
+            ).all()
+            members = (np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64))
+            params = {"old": chosen, "new": into, "ids": members[0].tolist()}
+            # The new blocks are made first, from the old ones, without locking a chunk (the long
+            # part). Then the members are relabelled: a chunk deleted meanwhile keeps its
             # tombstone, moved to the new batch; one deleted after this locks its row waits for the
-            # commit and leaves a tombstone of the new batch. Tombstones of chunks deleted before
-            # the members were read go with the old batches. Rows are locked in chunk id order, the
-            # order deletes take them in, so neither deadlocks.
+            # commit and leaves a tombstone of the new batch. Postings of chunks deleted before the
+            # members were read are left out, and their tombstones go with the old batches. Rows
+            # are locked in chunk id order, the order deletes take them in, so neither deadlocks.
             built = started
-            if members:
-                session.execute(text(
-                    "SELECT keyword_blocks_build(CAST(:old AS bigint[]), CAST(:ids AS bigint[]), CAST(:new AS bigint))"
-                ), params)
+            if rows:
+                _write_merged(session, chosen, into, members)
                 built = time.perf_counter()
                 session.execute(text(
                     "UPDATE chunk_tsv SET batch = :new WHERE chunk_id IN (SELECT chunk_id FROM chunk_tsv "
@@ -333,11 +335,11 @@ class PostgresKeywordLane(_IndexTable):
                     "UPDATE keyword_dead SET batch = :new WHERE batch = ANY(:old) AND chunk_id = ANY(:ids)"), params)
             for table in ("keyword_blocks", "keyword_dead", "keyword_batches"):
                 session.execute(text(f"DELETE FROM {table} WHERE batch = ANY(:old)"), params)
-            if members:
+            if rows:
                 session.execute(text("INSERT INTO keyword_batches (batch, chunks) VALUES (:new, :n)"),
-                                {"new": into, "n": len(members)})
+                                {"new": into, "n": len(rows)})
         log.info("keyword lane: %d batches merged into one of %d chunks in %.1f s (%.1f s of it with their rows locked)",
-                 len(chosen), len(members), time.perf_counter() - started, time.perf_counter() - built)
+                 len(chosen), len(rows), time.perf_counter() - started, time.perf_counter() - built)
         return len(chosen)
 
     def _merge_plan(self, batches: list[tuple[int, int, int]]) -> list[int]:
@@ -450,6 +452,65 @@ def _rows_binary(session: Session, sql: str, params: dict[str, object]) -> list[
     raw = session.connection().connection.driver_connection
     with raw.cursor(binary=True) as cursor:
         return list(cursor.execute(sql, params).fetchall())
+
+
+# Postings a block holds (migration 0018's BLOCK): merges cut their blocks at the same size.
+BLOCK = 4096
+# New block rows a merge writes at a time (one COPY), between reads of the old ones.
+MERGE_COPY_ROWS = 2000
+
+
+def _write_merged(session: Session, old: list[int], label: int, members: tuple[np.ndarray, np.ndarray]) -> None:
+    """Write the blocks of batch `label`: the old batches' blocks, lexeme by lexeme, joined, with
+    only the postings of `members` (chunk ids ascending, and the batch each chunk is in: a chunk
+    deleted, or moved to another knowledge base and back, has a dead posting in another batch),
+    sorted by chunk id and cut in blocks again. The old blocks are read through a server-side
+    cursor and the new ones written by COPY a few thousand rows at a time, so memory holds one
+    lexeme's postings and a buffer."""
+    raw = session.connection().connection.driver_connection
+    written: list[tuple] = []
+
+    def flush() -> None:
+        with raw.cursor() as cursor, cursor.copy(
+            "COPY keyword_blocks (lexeme, kb_id, batch, part, n, ids, tfs, dls) FROM STDIN"
+        ) as copy:
+            for row in written:
+                copy.write_row(row)
+        written.clear()
+
+    with raw.cursor(name="keyword_merge", binary=True) as cursor:
+        cursor.itersize = MERGE_COPY_ROWS
+        cursor.execute(
+            "SELECT lexeme, kb_id, batch, n, ids, tfs, dls FROM keyword_blocks WHERE batch = ANY(%(old)s) "
+            "ORDER BY lexeme, kb_id", {"old": old})
+        for (lexeme, kb_id), group in itertools.groupby(cursor, key=lambda row: (row[0], row[1])):
+            written.extend(_merged_blocks(lexeme, kb_id, label, list(group), members))
+            if len(written) >= MERGE_COPY_ROWS:
+                flush()  # between the cursor's fetches: the connection is free
+    if written:
+        flush()
+
+
+def _merged_blocks(
+    lexeme: str, kb_id: str, label: int, group: list[tuple], members: tuple[np.ndarray, np.ndarray]
+) -> list[tuple]:
+    """One lexeme's postings from several blocks (rows of lexeme, kb, batch, n, ids, tfs, dls), as
+    new block rows of `label`: the postings of members in the batch they are in, by chunk id,
+    BLOCK at most a row."""
+    chunk_ids, batches = members
+    ids = np.frombuffer(b"".join(row[4] for row in group), dtype=">i8")
+    tfs = np.frombuffer(b"".join(row[5] for row in group), dtype=">i2")
+    dls = np.frombuffer(b"".join(row[6] for row in group), dtype=">i2")
+    batch_of = np.repeat(np.array([row[2] for row in group], dtype=np.int64), [row[3] for row in group])
+    at = np.minimum(np.searchsorted(chunk_ids, ids), len(chunk_ids) - 1)
+    keep = np.flatnonzero((chunk_ids[at] == ids) & (batches[at] == batch_of))
+    order = keep[np.argsort(ids[keep], kind="stable")]
+    ids, tfs, dls = ids[order], tfs[order], dls[order]
+    return [
+        (lexeme, kb_id, label, part, len(ids[start:start + BLOCK]), ids[start:start + BLOCK].tobytes(),
+         tfs[start:start + BLOCK].tobytes(), dls[start:start + BLOCK].tobytes())
+        for part, start in enumerate(range(0, len(ids), BLOCK))
+    ]
 
 
 # Chunk ids are summed into a dense array when their span is at most this many (8 bytes each), or

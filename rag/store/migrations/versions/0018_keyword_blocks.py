@@ -17,7 +17,7 @@ index lookup per lexeme and scored in numpy by the lane.
   the lane applies before scoring, so a chunk moved to another knowledge base and back is counted
   once, in the knowledge base it is in.
 - The lane merges small batches into larger ones and rewrites batches with many tombstones
-  (`PostgresKeywordLane.compact`, after publishes), rebuilding their blocks from `chunk_tsv`.
+  (`PostgresKeywordLane.compact`, after publishes), joining their blocks lexeme by lexeme.
 
 `keyword_df` (document frequencies) is kept as before, by 0005's statement triggers, now without the
 postings' insert (and 0017's postings delete goes with the table).
@@ -33,14 +33,14 @@ branch_labels = None
 depends_on = None
 
 # Postings per block; the lane reads blocks whole. 4,096 keeps a block's arrays a few tens of kB.
+# The lane's merges cut blocks at the same size (rag/retrieve/keyword.py, BLOCK).
 BLOCK = 4096
 
-# Blocks of the chunks of these batches (of these chunks only, given `ids`), made from their lexemes
-# and labelled with their batch (or `label`): used by the insert trigger, by this migration, and by
-# the lane's merges. The knowledge base is the chunk's at the time of writing.
+# Blocks of the chunks of these batches, made from their lexemes (used by the insert trigger and by
+# this migration; the lane's merges join blocks instead). The knowledge base is the chunk's at the
+# time of writing.
 _BUILD = f"""
-CREATE FUNCTION keyword_blocks_build(batches BIGINT[], ids BIGINT[] DEFAULT NULL, label BIGINT DEFAULT NULL)
-RETURNS void LANGUAGE sql AS $$
+CREATE FUNCTION keyword_blocks_build(batches BIGINT[]) RETURNS void LANGUAGE sql AS $$
 INSERT INTO keyword_blocks (lexeme, kb_id, batch, part, n, ids, tfs, dls)
 SELECT lexeme, kb_id, batch, part, count(*),
        string_agg(int8send(chunk_id), ''::bytea ORDER BY chunk_id),
@@ -49,11 +49,10 @@ SELECT lexeme, kb_id, batch, part, count(*),
 FROM (
     SELECT p.*, (row_number() OVER (PARTITION BY lexeme, kb_id, batch ORDER BY chunk_id) - 1) / {BLOCK} AS part
     FROM (
-        SELECT (t.u).lexeme AS lexeme, c.kb_id, coalesce(label, t.batch) AS batch, t.chunk_id,
+        SELECT (t.u).lexeme AS lexeme, c.kb_id, t.batch, t.chunk_id,
                least(coalesce(array_length((t.u).positions, 1), 1), 32767)::int2 AS tf,
                least(length(t.tsv), 32767)::int2 AS dl
-        FROM (SELECT chunk_id, batch, tsv, unnest(tsv) AS u FROM chunk_tsv
-              WHERE batch = ANY(batches) AND (ids IS NULL OR chunk_id = ANY(ids))) AS t
+        FROM (SELECT chunk_id, batch, tsv, unnest(tsv) AS u FROM chunk_tsv WHERE batch = ANY(batches)) AS t
         JOIN chunks AS c ON c.id = t.chunk_id
     ) AS p
 ) AS q
@@ -184,7 +183,7 @@ def downgrade() -> None:
     op.execute("DROP TRIGGER IF EXISTS chunk_tsv_blocks_insert ON chunk_tsv")
     op.execute("DROP FUNCTION IF EXISTS keyword_blocks_forget()")
     op.execute("DROP FUNCTION IF EXISTS keyword_blocks_write()")
-    op.execute("DROP FUNCTION IF EXISTS keyword_blocks_build(BIGINT[], BIGINT[], BIGINT)")
+    op.execute("DROP FUNCTION IF EXISTS keyword_blocks_build(BIGINT[])")
     op.execute("DROP TABLE IF EXISTS keyword_dead")
     op.execute("DROP TABLE IF EXISTS keyword_blocks")
     op.execute("DROP TABLE IF EXISTS keyword_batches")
