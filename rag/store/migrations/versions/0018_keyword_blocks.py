@@ -25,6 +25,9 @@ postings' insert (and 0017's postings delete goes with the table).
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 from alembic import op
 
 revision = "0018"
@@ -78,30 +81,24 @@ BEGIN
 END $$;
 """
 
-# 0005's function, less the postings' insert.
-_COUNT_ONLY = """
-CREATE OR REPLACE FUNCTION keyword_df_count() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO keyword_df (lexeme, df)
-        SELECT lexeme, n FROM (
-            SELECT (unnest(tsv)).lexeme AS lexeme, count(*) AS n FROM new_rows GROUP BY 1
-            UNION ALL SELECT '', count(*) FROM new_rows
-            UNION ALL SELECT ' dl', coalesce(sum(length(tsv)), 0) FROM new_rows
-        ) AS counted WHERE n > 0 ORDER BY lexeme
-        ON CONFLICT (lexeme) DO UPDATE SET df = keyword_df.df + EXCLUDED.df;
-    ELSE
-        INSERT INTO keyword_df (lexeme, df)
-        SELECT lexeme, -n FROM (
-            SELECT (unnest(tsv)).lexeme AS lexeme, count(*) AS n FROM old_rows GROUP BY 1
-            UNION ALL SELECT '', count(*) FROM old_rows
-            UNION ALL SELECT ' dl', coalesce(sum(length(tsv)), 0) FROM old_rows
-        ) AS counted WHERE n > 0 ORDER BY lexeme
-        ON CONFLICT (lexeme) DO UPDATE SET df = keyword_df.df + EXCLUDED.df;
-    END IF;
-    RETURN NULL;
-END $$;
+# The lines of 0005's keyword_df_count() that write the postings' rows; the rest of it (the document
+# frequencies) stays as 0005 wrote it, read from that migration's file.
+_POSTINGS_INSERT = """        INSERT INTO keyword_postings (lexeme, chunk_id, kb_id, tf, dl)
+        SELECT (u).lexeme, n.chunk_id, c.kb_id, coalesce(array_length((u).positions, 1), 1), length(n.tsv)
+        FROM (SELECT chunk_id, tsv, unnest(tsv) AS u FROM new_rows) AS n JOIN chunks AS c ON c.id = n.chunk_id;
 """
+
+
+def _count_of_0005() -> str:
+    """0005's `CREATE FUNCTION keyword_df_count()`, as a CREATE OR REPLACE."""
+    spec = importlib.util.spec_from_file_location("migration_0005", Path(__file__).with_name("0005_keyword_df.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    body = module._COUNT
+    assert _POSTINGS_INSERT in body, "0005's function is not as this migration expects"
+    return body.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
+
 
 # Chunks already indexed are put in batches of this many, in chunk id order, by the upgrade.
 _UPGRADE_BATCH = 32768
@@ -144,7 +141,7 @@ def upgrade() -> None:
         "CREATE TRIGGER chunk_tsv_blocks_delete AFTER DELETE ON chunk_tsv REFERENCING OLD TABLE AS old_rows "
         "FOR EACH STATEMENT EXECUTE FUNCTION keyword_blocks_forget()"
     )
-    op.execute(_COUNT_ONLY)
+    op.execute(_count_of_0005().replace(_POSTINGS_INSERT, ""))
     op.execute("DROP TRIGGER IF EXISTS chunk_tsv_delete_postings ON chunk_tsv")
     op.execute("DROP FUNCTION IF EXISTS keyword_postings_delete()")
     op.execute("DROP TABLE IF EXISTS keyword_postings")
@@ -164,13 +161,7 @@ def downgrade() -> None:
         "SELECT (u).lexeme, n.chunk_id, c.kb_id, coalesce(array_length((u).positions, 1), 1), length(n.tsv) "
         "FROM (SELECT chunk_id, tsv, unnest(tsv) AS u FROM chunk_tsv) AS n JOIN chunks AS c ON c.id = n.chunk_id"
     )
-    op.execute(_COUNT_ONLY.replace(
-        "    IF TG_OP = 'INSERT' THEN\n",
-        "    IF TG_OP = 'INSERT' THEN\n"
-        "        INSERT INTO keyword_postings (lexeme, chunk_id, kb_id, tf, dl)\n"
-        "        SELECT (u).lexeme, n.chunk_id, c.kb_id, coalesce(array_length((u).positions, 1), 1), length(n.tsv)\n"
-        "        FROM (SELECT chunk_id, tsv, unnest(tsv) AS u FROM new_rows) AS n JOIN chunks AS c ON c.id = n.chunk_id;\n",
-    ))
+    op.execute(_count_of_0005())
     op.execute(
         "CREATE FUNCTION keyword_postings_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
         "DELETE FROM keyword_postings WHERE chunk_id IN (SELECT chunk_id FROM old_rows); RETURN NULL; END $$"
