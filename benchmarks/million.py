@@ -358,8 +358,8 @@ def queries() -> list[str]:
 
 def keyword_lane(env: dict[str, str], n: int = 100, passes: int = 3, depth: int = 100) -> dict[str, Any]:
     """The keyword lane alone, in this process (no server, no fusion): p50 / p95 of each pass over
-    the first `n` SciFact queries at `depth` in the store's big knowledge base, and how many
-    postings a query's lexemes sum (PostgreSQL). Pass 1 reads what the cache does not hold."""
+    the first `n` SciFact queries at `depth` in the store's big knowledge base. Pass 1 reads what
+    the caches do not hold yet."""
     from sqlalchemy import text as sql
 
     from rag.retrieve.types import Query, Scope
