@@ -338,8 +338,8 @@ class PostgresKeywordLane(_IndexTable):
             if rows:
                 session.execute(text("INSERT INTO keyword_batches (batch, chunks) VALUES (:new, :n)"),
                                 {"new": into, "n": len(rows)})
-        log.info("keyword lane: %d batches merged into one of %d chunks in %.1f s (%.1f s of it with their rows locked)",
-                 len(chosen), len(rows), time.perf_counter() - started, time.perf_counter() - built)
+        log.info("keyword lane: batches %s merged into batch %d of %d chunks in %.1f s (%.1f s of it with their rows "
+                 "locked)", chosen, into, len(rows), time.perf_counter() - started, time.perf_counter() - built)
         return len(chosen)
 
     def _merge_plan(self, batches: list[tuple[int, int, int]]) -> list[int]:
