@@ -258,8 +258,10 @@ class PostgresKeywordLane(_IndexTable):
     # Rows written by one statement. The triggers on chunk_tsv run once per statement: row by row,
     # each chunk upserted its ~100 lexemes' document frequencies on its own (100 row versions a chunk,
     # WAL and bloat of keyword_df); a statement of many chunks upserts each distinct lexeme once.
-    # Above the Publisher's group (512 chunks), so that a group's lexemes are locked in one
-    # statement, in lexeme order, as concurrent publishers take them; the cap bounds its memory.
+    # Above the Publisher's group (512 chunks); the cap bounds a statement's memory. A larger group
+    # writes several statements, and concurrent publishers still cannot deadlock on keyword_df:
+    # every statement upserts its row '' (the chunk count) first, which no lexeme sorts before, so
+    # a second writer waits there, holding no lexeme, until the first commits.
     # Each statement is a batch of its own: its postings are appended as new blocks.
     ROWS_PER_STATEMENT = 1000
     add_sql = (

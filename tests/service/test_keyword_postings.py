@@ -212,3 +212,61 @@ def test_a_chunk_deleted_while_its_batch_is_merged_stays_deleted(
         newest = session.scalar(text("SELECT max(batch) FROM keyword_batches"))
     assert batch == newest, "the tombstone moved with the merged postings"
     assert differences(svc.db) == {}
+
+
+@pytest.mark.parametrize("settings", ["postgresql"], indirect=True)
+def test_publishes_of_several_statements_each_do_not_deadlock(svc, admin, small_tree: Path):
+    """A publish group over `ROWS_PER_STATEMENT` chunks writes its lexemes in several statements,
+    each locking its `keyword_df` rows in lexeme order. Two such transactions whose statements
+    cross (A: zebra, then kiwi; B: kiwi and zebra, then yak) would deadlock if each took only
+    its own lexemes: every statement takes the row '' (the chunk count) first, which no lexeme
+    sorts before, so the second transaction waits there, holding none, until the first commits."""
+    svc.ingest_directory(admin, small_tree)
+    lane, _ = lane_and_scope(svc)
+    with svc.db.session() as session:
+        ids = [int(i) for i in session.scalars(text("SELECT chunk_id FROM chunk_tsv ORDER BY chunk_id LIMIT 4"))]
+        session.execute(text("DELETE FROM chunk_tsv WHERE chunk_id = ANY(:ids)"), {"ids": ids})
+        before = dict(session.execute(text(
+            "SELECT lexeme, df FROM keyword_df WHERE lexeme IN ('', 'kiwi', 'zebra', 'yak')")).all())
+
+    def write(connection, chunk_id: int, body: str) -> None:
+        batch = int(connection.execute(text("SELECT nextval('keyword_batch_seq')")).scalar())
+        connection.execute(text(lane.add_sql), {"ids": [chunk_id], "texts": [body], "batch": batch})
+
+    failed: list[BaseException] = []
+    b_pid: list[int] = []
+
+    def second() -> None:
+        try:
+            with svc.db.engine.connect() as b:
+                b_pid.append(int(b.execute(text("SELECT pg_backend_pid()")).scalar()))
+                write(b, ids[1], "kiwi zebra")
+                write(b, ids[3], "yak")
+                b.commit()
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            failed.append(exc)
+
+    with svc.db.engine.connect() as a:
+        write(a, ids[0], "zebra")
+        b_thread = threading.Thread(target=second)
+        b_thread.start()
+        with svc.db.engine.connect() as watch:  # B reaches its first statement and waits at ''
+            waiting = False
+            for _ in range(300):
+                waiting = bool(b_pid) and bool(watch.execute(text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = :pid AND wait_event_type = 'Lock'"),
+                    {"pid": b_pid[0]}).scalar())
+                if waiting:
+                    break
+                time.sleep(0.1)
+        assert waiting, "the second transaction waits for the first"
+        write(a, ids[2], "kiwi")  # would wait for B's 'kiwi' if B had taken it: a deadlock
+        a.commit()
+    b_thread.join(timeout=60)
+    assert not b_thread.is_alive() and failed == []
+    with svc.db.session() as session:
+        after = dict(session.execute(text(
+            "SELECT lexeme, df FROM keyword_df WHERE lexeme IN ('', 'kiwi', 'zebra', 'yak')")).all())
+    assert after[""] == before[""] + 4
+    assert {w: after[w] - before.get(w, 0) for w in ("kiwi", "zebra", "yak")} == {"kiwi": 2, "zebra": 2, "yak": 1}
+    assert differences(svc.db) == {}
