@@ -19,7 +19,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.orm import Session
 
 from rag.retrieve.lanes import ChunkRef, ChunkSource
-from rag.retrieve.published import widen_until_full
+from rag.retrieve.published import held_in, widen_until_full
 from rag.retrieve.text import porter_stem, query_terms
 from rag.retrieve.types import IndexRow, LaneHit, Query, Scope
 from rag.store.db import Database
@@ -434,15 +434,19 @@ class PostgresKeywordLane(_IndexTable):
         scores = weight * tf * (self.K1 + 1) / (tf + self.K1 * (1 - self.B + self.B * dl / avgdl))
         dead: dict[int, list[int]] = {}
         for batch, chunk_id in session.execute(
-            text("SELECT batch, chunk_id FROM keyword_dead WHERE batch = ANY(:batches)"),
+            text("SELECT batch, chunk_id FROM keyword_dead WHERE batch = ANY(:batches) ORDER BY batch, chunk_id"),
             {"batches": sorted({int(row[1]) for row in blocks})},
         ):
             dead.setdefault(int(batch), []).append(int(chunk_id))
         if dead:
-            batch_of = np.repeat(np.array([row[1] for row in blocks], dtype=np.int64), sizes)
+            # Each block against its own batch's tombstones (sorted), so a posting is looked at
+            # once, not once per batch that has any.
+            gone = {batch: np.array(chunk_ids, dtype=np.int64) for batch, chunk_ids in dead.items()}
             live = np.ones(len(ids), dtype=bool)
-            for batch, gone in dead.items():
-                live &= ~((batch_of == batch) & np.isin(ids, gone))
+            for row, end in zip(blocks, np.cumsum(sizes).tolist()):
+                if (tombstones := gone.get(int(row[1]))) is not None:
+                    start = end - int(row[2])
+                    live[start:end] = ~held_in(tombstones, ids[start:end])
             ids, scores = ids[live], scores[live]
         return ids, scores
 

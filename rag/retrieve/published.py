@@ -143,9 +143,9 @@ class PublishedSet:
             state[chunk_id] = bool(published)
         ids = read[1]
         gone = np.fromiter((i for i, on in state.items() if not on), dtype=np.int64)
-        ids = np.delete(ids, np.searchsorted(ids, gone[_held_in(ids, gone)]))
+        ids = np.delete(ids, np.searchsorted(ids, gone[held_in(ids, gone)]))
         new = np.fromiter((i for i, on in state.items() if on), dtype=np.int64)
-        new = new[~_held_in(ids, new)]
+        new = new[~held_in(ids, new)]
         new.sort()
         return np.insert(ids, np.searchsorted(ids, new), new)
 
@@ -222,7 +222,7 @@ def published_ids(session: Session, chunk_ids: list[int]) -> set[int]:
         if not len(held):
             return set()
         wanted_ids = np.fromiter(chunk_ids, dtype=np.int64, count=len(chunk_ids))
-        return {int(i) for i in wanted_ids[_held_in(held, wanted_ids)]}
+        return {int(i) for i in wanted_ids[held_in(held, wanted_ids)]}
     memo: dict[int, str | None] | None = session.info.get(MEMO)
     wanted = list(dict.fromkeys(chunk_ids))
     missing = wanted if memo is None else [i for i in wanted if i not in memo]
@@ -239,7 +239,7 @@ def published_ids(session: Session, chunk_ids: list[int]) -> set[int]:
     return {i for i in wanted if statuses.get(i) == PUBLISHED}
 
 
-def _held_in(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+def held_in(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """Which of `wanted` are in the sorted `ids` (a mask over `wanted`)."""
     if not len(ids):
         return np.zeros(len(wanted), dtype=bool)
