@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from sqlalchemy import text
 from rag.retrieve.keyword import PostgresKeywordLane
 from rag.retrieve.types import Query, Scope
 from tests.support.keyword_blocks import POSTINGS_MADE_AGAIN, differences
+from tests.support.processes import wait_until
 from tests.support.store import alembic_config
 
 QUESTIONS = ["Microsoft Teams meetings", "How much annual leave do I earn?", "expenses receipts travel",
@@ -63,6 +63,13 @@ def assert_same_ranking(svc, kb_name: str | None = None) -> None:
         got, want = ranked(svc, question, kb_name), ranked_in_sql(svc, question, kb_name)
         assert [i for i, _ in got] == [i for i, _ in want], question
         assert all(math.isclose(a, b, rel_tol=1e-9) for (_, a), (_, b) in zip(got, want)), question
+
+
+def waits_for_a_lock(svc, what: str, pid: int | None = None) -> None:
+    """Until a backend (`pid`, or any) waits for a row lock, for at most 30 s."""
+    sql = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'" + (" AND pid = :pid" if pid else "")
+    with svc.db.engine.connect() as watch:
+        wait_until(lambda: watch.execute(text(sql), {"pid": pid}).scalar(), 30, what)
 
 
 def batches(svc) -> int:
@@ -194,15 +201,7 @@ def test_a_chunk_deleted_while_its_batch_is_merged_stays_deleted(
     merged: list[int] = []
     merge = threading.Thread(target=lambda: merged.append(lane.compact(rounds=1)))
     merge.start()
-    with svc.db.engine.connect() as watch:  # the merge reaches the victim's row and waits for it
-        for _ in range(300):
-            waiting = watch.execute(text(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            )).scalar()
-            if waiting:
-                break
-            time.sleep(0.1)
-    assert waiting, "the merge waits for the deleting transaction"
+    waits_for_a_lock(svc, "the merge waiting for the deleting transaction")  # it reached the victim's row
     deleting.commit()
     deleting.close()
     merge.join(timeout=60)
@@ -250,16 +249,8 @@ def test_publishes_of_several_statements_each_do_not_deadlock(svc, admin, small_
         write(a, ids[0], "zebra")
         b_thread = threading.Thread(target=second)
         b_thread.start()
-        with svc.db.engine.connect() as watch:  # B reaches its first statement and waits at ''
-            waiting = False
-            for _ in range(300):
-                waiting = bool(b_pid) and bool(watch.execute(text(
-                    "SELECT count(*) FROM pg_stat_activity WHERE pid = :pid AND wait_event_type = 'Lock'"),
-                    {"pid": b_pid[0]}).scalar())
-                if waiting:
-                    break
-                time.sleep(0.1)
-        assert waiting, "the second transaction waits for the first"
+        wait_until(lambda: b_pid, 30, "the second transaction to start")
+        waits_for_a_lock(svc, "the second transaction waiting for the first", b_pid[0])  # at ''
         write(a, ids[2], "kiwi")  # would wait for B's 'kiwi' if B had taken it: a deadlock
         a.commit()
     b_thread.join(timeout=60)
