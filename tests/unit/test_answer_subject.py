@@ -378,6 +378,19 @@ def test_restates() -> None:
     assert not restates("The cache is shared by every project on the machine.", asked)
 
 
+def test_a_name_or_number_the_question_lacks_is_not_a_restatement() -> None:
+    """A bridge sentence is the question's words plus the one thing asked: a name or a number."""
+    asked = question_stems("Which brand's comic character is the song based on?")
+    assert restates("The song is based on the comic character.", asked)
+    assert not restates("The song is based on the Marvel comic character.", asked)
+    season = question_stems("In what season was the character introduced?")
+    assert restates("The character was introduced in that season.", season)
+    assert not restates("The character was introduced in the third season.", season)
+    assert not restates("The character was introduced in season 3.", season)
+    # A capital that only opens the sentence is not a name.
+    assert restates("Songs based on the comic character.", asked)
+
+
 # ----------------------------------------------------------------- features.question_weights
 
 

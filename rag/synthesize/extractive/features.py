@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rag.retrieve.text import STOPWORDS, WORD, porter_stem
-from rag.synthesize.extractive.kinds import ACTION, CODE, FAILURE, FIX, INTRO, KINDS, NEGATION, POINTER, STEP, holds
+from rag.synthesize.extractive.kinds import (ACTION, CODE, FAILURE, FIX, INTRO, KINDS, NEGATION, NUMBER_TOKEN, POINTER,
+                                            STEP, holds)
 from rag.synthesize.extractive.tuning import TUNING, Tuning
 
 if TYPE_CHECKING:
@@ -53,15 +54,33 @@ def held_share(weights: dict[str, float], text_stems: set[str]) -> float:
     return sum(w for stem, w in weights.items() if stem in text_stems) / total if total else 0.0
 
 
+_ORDINALS = frozenset("first second third fourth fifth sixth seventh eighth ninth tenth".split())
+
+
+def _names_or_numbers(text: str) -> set[str]:
+    """The stems of the words a reader takes for a name or a number: capitalised after a sentence's
+    first word ("the Marvel Comics character"), digits, number words and ordinals."""
+    found = set()
+    for i, match in enumerate(WORD.finditer(text)):
+        word, lower = match.group(0), match.group(0).lower()
+        starts = i == 0 or text[:match.start()].rstrip().endswith((".", "!", "?", ":"))
+        if (word[0].isupper() and not starts) or NUMBER_TOKEN.fullmatch(lower) or lower in _ORDINALS:
+            found.add(porter_stem(lower))
+    return found
+
+
 def restates(text: str, question_stems: set[str], tuning: Tuning = TUNING) -> bool:
-    """Most of the sentence's words are the question's, and it adds at most a few of its own. A
-    sentence that denies something ("Term renewals are not automatic") answers a yes/no question."""
+    """Most of the sentence's words are the question's, and it adds at most a few of its own, none
+    of them a name or a number: "The song is based on the Marvel Comics character" adds the one
+    thing asked, as a bridge sentence does. A sentence that denies something ("Term renewals are not
+    automatic") answers a yes/no question."""
     if NEGATION.search(text):
         return False
     content = {porter_stem(w) for w in WORD.findall(text.lower()) if w not in STOPWORDS}
     new_words = content - question_stems
-    return (len(new_words) <= tuning.restates_new_words
-            and len(content & question_stems) >= tuning.restates_share * len(content))
+    if len(new_words) > tuning.restates_new_words or len(content & question_stems) < tuning.restates_share * len(content):
+        return False
+    return not new_words & _names_or_numbers(text)  # short: it is mostly the question's words
 
 
 def says_how(c: Candidate) -> bool:
