@@ -69,6 +69,10 @@ def test_a_number_of_the_unit_counted() -> None:
     assert counts("As of the 2010 census, the county population was 9,984.", "inhabit", strict=False)
     assert not counts("As of the 2010 census, the county population was 9,984.", "inhabit")
     assert not counts("The client retries 3 times.", "second", strict=False)
+    # A date says when, never how many.
+    assert not counts("We are piloting this approach through March 31, 2022.", "option", strict=False)
+    assert not counts("The pilot ends on 31 March 2022.", "option", strict=False)
+    assert counts("The pilot ends in March with 31 options left.", "option")
 
 
 def test_a_number_of_something_else_earns_no_type_bonus() -> None:

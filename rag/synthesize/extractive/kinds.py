@@ -20,7 +20,7 @@ _NUMBER_WORDS = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twe
 # A number as a reader reads one ("80", "2.1%", "$3,000", "15th"), not the digits of a link or an
 # identifier ("file/d/13H21w1"); "once" only as a frequency ("once a week"), not as "once you have".
 _NUMBER = r"(?<![\w/=#.-])\d[\d,.]*(?:st|nd|rd|th|s|k|m|h|%)?(?![\w/])|\bonce (?:a|an|per|every)\b"
-_NUMBER_TOKEN = re.compile(rf"\d[\d,.]*(?:st|nd|rd|th|s|k|m|h)?|{_NUMBER_WORDS}")  # one word of a number
+NUMBER_TOKEN = re.compile(rf"\d[\d,.]*(?:st|nd|rd|th|s|k|m|h)?|{_NUMBER_WORDS}")  # one word of a number
 
 # A how-to question: "How do I ...?", "Can I ...?", "What's the best way ...?", "I want to ...";
 # not a question of how something works ("How are search results ranked?", "How does X resolve ...?"),
@@ -141,7 +141,7 @@ def holds(kind: Kind, text: str, question_stems: set[str] | frozenset[str] = fro
         return counts(text, unit, strict)
     for match in kind.holds.finditer(text):
         words = WORD.findall(match.group(0).lower())
-        if not words or any(_NUMBER_TOKEN.fullmatch(w) or porter_stem(w) not in question_stems for w in words):
+        if not words or any(NUMBER_TOKEN.fullmatch(w) or porter_stem(w) not in question_stems for w in words):
             return True  # a number is never only an echo ("one year" after "one grade higher")
     return False
 
@@ -198,25 +198,41 @@ def counted(question: str) -> str | None:
     return None
 
 
+_MONTH_WORDS = frozenset("january february march april may june july august september october november december"
+                         " jan feb mar apr jun jul aug sep sept oct nov dec".split())
+
+
+def _dated(tokens: list[str], i: int) -> bool:
+    """Is the number at `i` part of a date ("March 31, 2022", "31 March 2022")? A date says when,
+    never how many."""
+    before = tokens[i - 1] if i else ""
+    if before in _MONTH_WORDS or (i + 1 < len(tokens) and tokens[i + 1] in _MONTH_WORDS):
+        return True
+    return i >= 2 and tokens[i - 2] in _MONTH_WORDS and bool(NUMBER_TOKEN.fullmatch(before))  # its year
+
+
 def counts(text: str, unit: str, strict: bool = True) -> bool:
     """Does the text give a number of `unit` (a number, then the unit within three words: "a maximum
     of 80 hours", "two readers"; or the unit right before it: "port 8000"; an amount of money, a
     percentage)? A row of figures ("Kentucky 264,140 12,155 ...") has its units in its header:
     where numbers are most of its words, it gives numbers of any unit. Not `strict`, a number
     followed by no word of its own ("the county population was 9,984.") may be of the unit too; a
-    number of another unit ("3 times" for "how many seconds") is not."""
+    number of another unit ("3 times" for "how many seconds") or a date's ("through March 31, 2022"
+    for "how many options") is not."""
     if unit in _STATES_UNIT:
         return bool(_STATES_UNIT[unit].search(text))
     units = next((family for family in _FAMILIES if unit in family), {unit})
     tokens = WORD.findall(text.lower())
-    numbers = [i for i, token in enumerate(tokens) if _NUMBER_TOKEN.fullmatch(token)]
+    numbers = [i for i, token in enumerate(tokens) if NUMBER_TOKEN.fullmatch(token)]
     if tokens and len(numbers) * 2 >= len(tokens):
         return True
     for i in numbers:
+        if _dated(tokens, i):
+            continue
         if units & {porter_stem(t) for t in tokens[max(0, i - 1):i + 4]}:
             return True
         after = tokens[i + 1] if i + 1 < len(tokens) else ""
-        if not strict and (not after or after in STOPWORDS or _NUMBER_TOKEN.fullmatch(after)):
+        if not strict and (not after or after in STOPWORDS or NUMBER_TOKEN.fullmatch(after)):
             return True
     return False
 
