@@ -54,8 +54,7 @@ FITTED_FILE = REPO / "rag" / "synthesize" / "extractive" / "fitted.json"
 SCALED = ("lexical", "rank_prior", "code_bonus", "howto_bonus", "action_bonus", "type_bonus", "fix_bonus",
           "pointer_penalty", "intro_penalty", "step_penalty", "restates_penalty")
 SHIFTED = ("stop_ratio", "min_subject_coverage", "paraphrase_similarity", "unused_word_similarity", "canonical_margin",
-           "part_uncovered", "part_held", "fact_held",
-           "fact_share")
+           "part_uncovered", "part_held", "fact_held", "fact_share", "restates_share")
 FITTED = SCALED + SHIFTED
 SCALES = (0.0, 0.5, 1.5, 2.0)
 SHIFTS = (-0.1, -0.05, 0.05, 0.1)
