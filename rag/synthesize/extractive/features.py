@@ -61,11 +61,13 @@ def _names_or_numbers(text: str) -> set[str]:
     """The stems of the words a reader takes for a name or a number: capitalised after a sentence's
     first word ("the Marvel Comics character"), digits, number words and ordinals."""
     found = set()
-    for i, match in enumerate(WORD.finditer(text)):
+    end = None  # where the word before ends
+    for match in WORD.finditer(text):
         word, lower = match.group(0), match.group(0).lower()
-        starts = i == 0 or text[:match.start()].rstrip().endswith((".", "!", "?", ":"))
+        starts = end is None or text[end:match.start()].rstrip().endswith((".", "!", "?", ":"))
         if (word[0].isupper() and not starts) or NUMBER_TOKEN.fullmatch(lower) or lower in _ORDINALS:
             found.add(porter_stem(lower))
+        end = match.end()
     return found
 
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from rag.retrieve.text import STOPWORDS, WORD, porter_stem
+from rag.synthesize.extractive.subject import MONTHS
 
 _NUMBER_WORDS = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|hundred|half|twice)"
 # A number as a reader reads one ("80", "2.1%", "$3,000", "15th"), not the digits of a link or an
@@ -198,8 +199,8 @@ def counted(question: str) -> str | None:
     return None
 
 
-_MONTH_WORDS = frozenset("january february march april may june july august september october november december"
-                         " jan feb mar apr jun jul aug sep sept oct nov dec".split())
+# The months' names (subject.py's) and their short forms ("Mar 31", "Sept 2022").
+_MONTH_WORDS = frozenset(MONTHS) | {m[:3] for m in MONTHS} | {"sept"}
 
 
 def _dated(tokens: list[str], i: int) -> bool:

@@ -217,15 +217,15 @@ def subject_coverage(terms: Sequence[Term], text_stems: Iterable[str], paraphras
                if said(t) or (paraphrased and t.kind == "rare") or (reworded and t.kind == "unused")) / total
 
 
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
            "november", "december")
-_MONTH = "|".join(m.capitalize() for m in _MONTHS)
+_MONTH = "|".join(m.capitalize() for m in MONTHS)
 # A month as a period: the month and its year, no day ("December 2015", "in May 2002"). A day makes it
 # a date, which in a question mostly tells which person or event is meant ("born 22 October 1930"),
 # not the period the answer must be about.
 _PERIOD = re.compile(rf"\b({_MONTH})\s+(?:of\s+)?\d{{4}}\b")
 _DAY_BEFORE = re.compile(r"\b\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?$")
-MONTH_STEMS = frozenset(porter_stem(m) for m in _MONTHS)
+MONTH_STEMS = frozenset(porter_stem(m) for m in MONTHS)
 
 
 def asked_months(question: str) -> frozenset[str]:
