@@ -40,11 +40,13 @@ class Cors:
         self.enabled = bool(origins)
 
     def allowed(self, origin: str) -> bool:
+        if not self.enabled:
+            return False
         # The request's own origin needs no CORS; only listed origins are named (host "" matches no Origin).
         return self.rules.origin_allowed(origin, "")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.enabled:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
@@ -53,6 +55,8 @@ class Cors:
             await self.app(scope, receive, send)
             return
         origin = origins[0]
+        # A preflight is answered here even with no list (every origin is then unlisted: 403), so it
+        # never reaches a route and gets its 405.
         if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
             if not self.allowed(origin):
                 await error_response(403, INVALID_ORIGIN[1], INVALID_ORIGIN[0])(scope, receive, send)
@@ -62,7 +66,7 @@ class Cors:
                 "Access-Control-Allow-Headers": HEADERS, "Access-Control-Max-Age": MAX_AGE, "Vary": "Origin",
             })(scope, receive, send)
             return
-        if not self.allowed(origin):
+        if not self.enabled or not self.allowed(origin):
             await self.app(scope, receive, send)
             return
 

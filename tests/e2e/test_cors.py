@@ -111,8 +111,13 @@ def test_an_error_carries_the_cors_headers_so_the_page_can_read_it(api: Api) -> 
     assert response.status_code == 401 and response.headers["access-control-allow-origin"] == "http://127.0.0.1:3000"
 
 
-def test_without_a_list_there_are_no_cors_headers_and_no_preflight(tmp_path: Path) -> None:
+def test_without_a_list_every_preflight_is_refused_and_no_cors_header_is_sent(tmp_path: Path) -> None:
+    # Issue 49, 8(d): with no list the preflight reached the routes and got 405, not the documented 403.
     with KnowledgeService(Settings(home=tmp_path / "home")) as svc, LiveServer(svc) as server:
         response = httpx.options(f"{server.url}/v1/search", headers={
             "Origin": "http://127.0.0.1:3000", "Access-Control-Request-Method": "POST"})
-    assert response.status_code == 405 and "access-control-allow-origin" not in response.headers
+        search = httpx.post(f"{server.url}/v1/search", json={"query": "leave"},
+                            headers={"Origin": "http://127.0.0.1:3000"})
+    assert response.status_code == 403 and response.json()["error"]["code"] == "invalid_origin"
+    assert not [name for name in response.headers if name.startswith("access-control-")]
+    assert search.status_code == 401 and "access-control-allow-origin" not in search.headers
