@@ -11,7 +11,9 @@ folders). Settings never hold a secret: a source names one (`secret`), which Set
 A sync runs at most once at a time per source, across processes and workers: it holds a lease on
 the source's row (one conditional UPDATE, the same on SQLite and PostgreSQL), renews it while it
 runs, and a sync killed with kill -9 leaves a lease that expires (RAG_SOURCES__LEASE_SECONDS),
-after which the next sync takes the source and resumes (rag/service/sources/engine.py).
+after which the next sync takes the source and resumes (rag/service/sources/engine.py). A lease
+names its holder (host, pid): once a holder on this host is gone, its source shows `stale` and the
+next sync takes it at once, without waiting the lease out.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ log = logging.getLogger(__name__)
 
 NOT_FOUND = "source not found"
 BUSY = "a sync of this source is running already; it is synced once at a time"
+SOURCE_STALE = "stale"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _SECRET = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,99}$")
@@ -86,6 +89,33 @@ def _aware(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=timezone.utc) if value is not None and value.tzinfo is None else value
 
 
+def holder_gone(owner: str | None) -> bool:
+    """Whether the process holding a lease (`host:pid:nonce`) is known to be gone: one on this host
+    whose pid no longer runs (or is a zombie, killed and not yet reaped). A holder on another host
+    is known gone only when its lease lapses."""
+    host, _, rest = (owner or "").partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process: alive
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read(4096).rpartition(b")")[2].split()[:1] == [b"Z"]
+    except OSError:
+        return False
+
+
+def lease_lapsed(row: Source) -> bool:
+    """The source's lease has run out, or its holder is gone: nothing is syncing it."""
+    until = _aware(row.lease_until)
+    return until is None or until < utcnow() or holder_gone(row.lease_owner)
+
+
 @dataclass
 class SourceInfo:
     """A source as its callers see it."""
@@ -100,7 +130,9 @@ class SourceInfo:
         payload: dict[str, Any] = {
             "name": r.name, "kind": r.kind, "knowledge_base": self.knowledge_base, "folder": r.folder,
             "config": dict(r.config or {}), "every_seconds": r.every_seconds, "paused": bool(r.paused),
-            "status": r.status, "items": self.items,
+            # `stale`: marked running by a sync whose process is gone (killed), until the next sync takes it.
+            "status": SOURCE_STALE if r.status == SOURCE_RUNNING and lease_lapsed(r) else r.status,
+            "items": self.items,
             "last_sync": {
                 "started_at": _when(r.last_started_at), "finished_at": _when(r.last_finished_at),
                 "outcome": r.last_outcome, "counts": r.last_counts or {}, "error": r.last_error,
@@ -108,7 +140,7 @@ class SourceInfo:
             },
             "next_run_at": _when(r.next_run_at), "created_at": _when(r.created_at),
         }
-        if r.status == SOURCE_RUNNING and r.progress:
+        if payload["status"] == SOURCE_RUNNING and r.progress:
             payload["progress"] = dict(r.progress)
         if self.show_secret:
             payload["secret"] = r.secret
@@ -280,7 +312,7 @@ class Sources:
         self._require_admin(principal)
         with self.db.session() as session:
             row = self._row(session, principal, name)
-            if row.status == SOURCE_RUNNING and not self._lease_expired(row):
+            if row.status == SOURCE_RUNNING and not lease_lapsed(row):
                 raise InvalidArgument(BUSY + "; remove it once the sync ends")
             root_key, workdir = f"source:{row.id}", self.settings.home / "sources" / row.id
             node_ids = list(session.scalars(select(Node.id).where(Node.ingest_root == root_key)))
@@ -422,16 +454,22 @@ class Sources:
 
     # ----- the lease -----
 
-    def _lease_expired(self, row: Source) -> bool:
-        until = _aware(row.lease_until)
-        return until is None or until < utcnow()
-
     def _take_lease(self, source_pk: str) -> bool:
+        """Take the source's lease: free, lapsed, or held by a process known gone (a sync killed on
+        this host; rag/service/sources/manage.py `holder_gone`). One conditional UPDATE either way."""
+        if self._take_lease_where(source_pk, None):
+            return True
+        with self.db.session() as session:
+            owner = session.scalar(select(Source.lease_owner).where(Source.id == source_pk))
+        return owner is not None and holder_gone(owner) and self._take_lease_where(source_pk, owner)
+
+    def _take_lease_where(self, source_pk: str, dead_owner: str | None) -> bool:
         now = utcnow()
+        free = (Source.lease_owner == dead_owner if dead_owner is not None
+                else or_(Source.lease_until.is_(None), Source.lease_until < now))
         with self.db.session() as session:
             taken = session.execute(
-                update(Source).where(Source.id == source_pk,
-                                     or_(Source.lease_until.is_(None), Source.lease_until < now))
+                update(Source).where(Source.id == source_pk, free)
                 .values(lease_owner=self.owner, lease_until=now + timedelta(seconds=self.settings.sources.lease_seconds),
                         status=SOURCE_RUNNING, last_started_at=now, progress={"stage": "listing"})
                 .execution_options(synchronize_session=False)
