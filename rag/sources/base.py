@@ -159,6 +159,13 @@ class Connector:
         self.config = config
         self.context = context
 
+    @classmethod
+    def local_paths(cls, config: SourceConfig) -> dict[str, str]:
+        """The settings of `config` that name a path on this server, by setting (a folder, an
+        export, a local repository): the service checks each against the operator's roots
+        (rag/service/sources/local.py) and gives the connector the resolved path."""
+        return {}
+
     def resource(self) -> str:
         """The third part of the source ids (`provider:org:resource:item`): by default the source's name."""
         return self.context.source_name

@@ -146,7 +146,7 @@ def test_who_sees_and_who_may_change_sources(served):
     viewer = _token(served, "--role", "viewer")
     scoped = _token(served, "--role", "viewer", "--folders", "Scoped")
     editor = _token(served, "--role", "editor", "--scope", "knowledge:write")
-    new = {"name": "theirs", "kind": "folder", "config": {"path": "/srv/x"}}
+    new = {"name": "theirs", "kind": "folder", "config": {"path": str(served.home.parent / "x")}}
     # (caller, sees in the list, GET inside, GET outside, POST add)
     rows = [
         (served.admin, {"inside", "outside"}, 200, 200, 201),

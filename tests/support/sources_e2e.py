@@ -21,7 +21,8 @@ from .paths import HANDBOOK
 from .processes import free_port, wait_for_health, wait_until
 
 # Fast clocks: the scheduler looks every second and a source may run every second; leases short
-# enough that a test waits past one. Loopback hosts allowed, so a website source reaches the test's site.
+# enough that a test waits past one. 127.0.0.1 allowed by the operator's setting (a source's own
+# `allow_hosts` may only narrow it), so a website source reaches the test's site.
 FAST_SOURCES = {"RAG_SOURCES__POLL_SECONDS": "1", "RAG_SOURCES__MIN_EVERY_SECONDS": "1",
                 "RAG_SOURCES__ALLOW_HOSTS": "127.0.0.1", "OPENBLAS_NUM_THREADS": "1"}
 
@@ -80,8 +81,10 @@ class Served:
 @contextmanager
 def rag_serve(home: Path, **extra: str) -> Iterator[Served]:
     """`rag serve` on a free 127.0.0.1 port over `home`, with the fast clocks; stopped with Ctrl-C
-    however the test ends."""
+    however the test ends. Sources added over HTTP may read local paths beside `home` (the
+    operator's RAG_SOURCES__LOCAL_ROOTS is home's parent; home itself stays refused)."""
     port = free_port()
+    extra = {"RAG_SOURCES__LOCAL_ROOTS": str(home.parent), **extra}
     server = rag_popen(home, "serve", "--host", "127.0.0.1", "--port", str(port), env=rag_env(home, **extra))
     url = f"http://127.0.0.1:{port}"
     try:
