@@ -39,7 +39,10 @@ def handbook_pages(root: Path, count: int) -> Path:
 
 
 def rag_env(home: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "RAG_HOME": str(home), **FAST_SOURCES, **extra}
+    """The environment of `rag` over `home`: the fast clocks, and the operator's settings a server and
+    the CLI share. Sources added over HTTP may read local paths beside `home` (RAG_SOURCES__LOCAL_ROOTS
+    is home's parent; home itself stays refused)."""
+    return {**os.environ, "RAG_HOME": str(home), **FAST_SOURCES, "RAG_SOURCES__LOCAL_ROOTS": str(home.parent), **extra}
 
 
 def rag_cli(home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -81,10 +84,8 @@ class Served:
 @contextmanager
 def rag_serve(home: Path, **extra: str) -> Iterator[Served]:
     """`rag serve` on a free 127.0.0.1 port over `home`, with the fast clocks; stopped with Ctrl-C
-    however the test ends. Sources added over HTTP may read local paths beside `home` (the
-    operator's RAG_SOURCES__LOCAL_ROOTS is home's parent; home itself stays refused)."""
+    however the test ends."""
     port = free_port()
-    extra = {"RAG_SOURCES__LOCAL_ROOTS": str(home.parent), **extra}
     server = rag_popen(home, "serve", "--host", "127.0.0.1", "--port", str(port), env=rag_env(home, **extra))
     url = f"http://127.0.0.1:{port}"
     try:

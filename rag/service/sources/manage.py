@@ -41,8 +41,8 @@ from sqlalchemy import func, or_, select, update
 from rag import telemetry
 from rag.errors import AlreadyExists, Busy, InvalidArgument, NotFound, RagError
 from rag.service.checks import name_key, name_problem
-from rag.service.sources.local import LocalPaths
 from rag.service.sources.engine import Progress, SyncEngine, SyncReport, Target, iter_limited
+from rag.service.sources.local import LocalPaths
 from rag.sources.addresses import widening
 from rag.sources.base import Connector, FetchLimits, SourceConfig, SourceUnavailable, SyncContext
 from rag.sources.registry import connector_class, kinds
@@ -182,17 +182,21 @@ class Sources:
     def check_config(self, principal: Principal, kind: str, config: dict[str, Any]) -> dict[str, Any]:
         """The settings, checked by the kind's own model, then against what the operator allows
         (`reach`); a clear InvalidArgument or PermissionDenied otherwise."""
+        checked = self._validated(kind, config)
+        self.reach(connector_class(kind), checked, principal.operator)
+        return checked.model_dump(mode="json", exclude_defaults=True)
+
+    @staticmethod
+    def _validated(kind: str, config: dict[str, Any]) -> SourceConfig:
         cls = connector_class(kind)
         if not isinstance(config, dict):
             raise InvalidArgument("`config` must be an object")
         try:
-            checked = cls.Config.model_validate(config)
+            return cls.Config.model_validate(config)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors()[:5])
             raise InvalidArgument(f"invalid settings for a {kind} source: {problems}") from None
-        self.reach(cls, checked, principal.operator)
-        return checked.model_dump(mode="json", exclude_defaults=True)
 
     def reach(self, cls: type[Connector], config: SourceConfig, by_operator: bool) -> SourceConfig:
         """`config` with its local paths resolved, when the operator allows what it reaches: its own
@@ -216,10 +220,12 @@ class Sources:
                                   "letter or digit")
         if kind not in kinds():
             raise InvalidArgument(f"unknown source kind {kind!r}; the kinds are: {', '.join(kinds())}")
-        checked = self.check_config(principal, kind, config or {})
+        settings = self._validated(kind, config or {})
         secret = self._secret_name(kind, secret)
         folder = self._folder_arg(folder)
         every_seconds = parse_every(every, self.settings.sources.min_every_seconds)
+        self.reach(connector_class(kind), settings, principal.operator)  # what it may reach, once its shape is right
+        checked = settings.model_dump(mode="json", exclude_defaults=True)
         kb = self.catalog.knowledge_base(principal, kb_name or self.settings.default_kb, create=True)
         with self.db.session() as session:
             taken = session.scalar(select(Source.id).where(
