@@ -133,7 +133,7 @@ class Website:
 
     def config(self) -> dict[str, Any]:
         return {"sitemap": self.server.url("/sitemap.xml"), "start_urls": [self.server.url(page_path(self.records[0]))],
-                "max_pages": len(self.records) + 10, "allow_hosts": ["127.0.0.1"]}
+                "max_pages": len(self.records) + 10}
 
     def change(self) -> None:
         for index in changed_indexes(len(self.records)):
@@ -278,7 +278,8 @@ def service(home: Path, embed_cache: Path) -> Iterator[Any]:
     from rag.service import KnowledgeService
     from rag.settings import Settings
 
-    with KnowledgeService(Settings(home=home, embed_cache=embed_cache)) as svc:
+    # The site is served on 127.0.0.1: the operator's setting allows it (a source's own list cannot).
+    with KnowledgeService(Settings(home=home, embed_cache=embed_cache, sources={"allow_hosts": ["127.0.0.1"]})) as svc:
         svc.index.open()
         yield svc
 

@@ -152,7 +152,10 @@ def serve(
     from rag.logs import configure_serving, serving_destination
     from rag.origins import bind_warning
 
+    from rag.sources.addresses import serving as no_source_reaches
+
     settings = _settings()
+    no_source_reaches(host, port)  # a source never fetches this API (/metrics included)
     configure_serving(settings)  # standard output (JSON lines) or the file, as RAG_LOG__TO says
     json_lines = serving_destination(settings) == ("stdout", True)
     if workers > 1 and settings.embedded:

@@ -66,7 +66,8 @@ def _print_source(source: dict[str, Any]) -> None:
         lines.append(f"  next run: {source['next_run_at']}")
     if "progress" in source:
         lines.append(f"  running: {json.dumps(source['progress'])}")
-    lines.append(f"  settings: {json.dumps(source['config'])}" + (f"; secret: {source['secret']}" if source.get("secret") else ""))
+    if "config" in source:  # shown to those who manage sources only
+        lines.append(f"  settings: {json.dumps(source['config'])}" + (f"; secret: {source['secret']}" if source.get("secret") else ""))
     out().print("\n".join(lines), markup=False, highlight=False)
 
 

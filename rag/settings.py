@@ -456,12 +456,19 @@ class SourceSettings(BaseModel):
         description="How long a sync holds its source without renewing (a killed sync's source is free again after it).")
     allow_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="Hosts every source may reach although private or loopback (comma-separated); "
-        "a source may add its own.")
+        description="Hosts sources may reach although private or loopback (comma-separated); only this "
+        "setting allows one: a source's own `allow_hosts` may only narrow it. Cloud metadata addresses and "
+        "`rag serve`'s own address and port are refused whatever it names.")
+    local_roots: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Directories (comma-separated) under which a source added or changed through the API, "
+        "MCP or the editor may read local paths (a folder, an export, a local Git repository), checked "
+        "after resolving links on every sync; none: no such source may. RAG_HOME is refused inside them. "
+        "Sources added by `rag source add` on the command line are exempt until an admin changes them.")
     min_every_seconds: int = Field(60, ge=1, le=86_400, description="The shortest schedule a source may have.")
     scheduler: bool = Field(True, description="`rag serve` runs sources when they are due.")
 
-    @field_validator("allow_hosts", mode="before")
+    @field_validator("allow_hosts", "local_roots", mode="before")
     @classmethod
     def _split_hosts(cls, value: Any) -> Any:
         return _header_list(value)

@@ -111,8 +111,11 @@ def serving_process(settings: Settings) -> None:
 
 def create_worker_app() -> FastAPI:
     """One of `rag serve --workers N`'s processes: its own service on the shared engines."""
+    from rag.sources.addresses import serving_from_environment
+
     settings = Settings()
     serving_process(settings)
+    serving_from_environment()  # what `rag serve` listens on: no source reaches it
     return create_app(settings, serving=True)
 
 

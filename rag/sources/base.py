@@ -22,7 +22,7 @@ from rag.ingest.parse import ParsedDocument
 from rag.sources.addresses import check_allow_hosts
 
 
-# A setting of hosts a source may reach although private or loopback (host names or addresses).
+# A source's own list of hosts (names or addresses): it may only narrow RAG_SOURCES__ALLOW_HOSTS.
 AllowHosts = Annotated[list[str], AfterValidator(check_allow_hosts)]
 
 
@@ -138,7 +138,7 @@ class SyncContext:
     cursor: Mapping[str, Any] = field(default_factory=dict)  # what `cursor()` returned after the last complete sync
     previous: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # item id -> its kept `state`
     limits: FetchLimits = field(default_factory=FetchLimits)
-    allow_hosts: tuple[str, ...] = ()  # hosts a source may reach although private or loopback (tests: 127.0.0.1)
+    allow_hosts: tuple[str, ...] = ()  # RAG_SOURCES__ALLOW_HOSTS: reachable although private (tests: 127.0.0.1)
     stop: threading.Event = field(default_factory=threading.Event)  # set: finish the item at hand, then stop
     workdir: Path | None = None  # the source's own directory (a clone, a cache), kept between syncs
 
@@ -158,6 +158,13 @@ class Connector:
     def __init__(self, config: SourceConfig, context: SyncContext) -> None:
         self.config = config
         self.context = context
+
+    @classmethod
+    def local_paths(cls, config: SourceConfig) -> dict[str, str]:
+        """The settings of `config` that name a path on this server, by setting (a folder, an
+        export, a local repository): the service checks each against the operator's roots
+        (rag/service/sources/local.py) and gives the connector the resolved path."""
+        return {}
 
     def resource(self) -> str:
         """The third part of the source ids (`provider:org:resource:item`): by default the source's name."""

@@ -361,6 +361,10 @@ class ExportConnector(Connector):
         self._export: Export | None = None
         self._items: list[Item] | None = None
 
+    @classmethod
+    def local_paths(cls, config: SourceConfig) -> dict[str, str]:
+        return {"path": config.path} if isinstance(config, ExportConfig) else {}
+
     @property
     def settings(self) -> ExportConfig:
         assert isinstance(self.config, ExportConfig)

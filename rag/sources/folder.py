@@ -168,6 +168,10 @@ class FolderConnector(Connector):
         self.root = root.resolve()
         self._found: dict[str, tuple[_Found, bytes | None]] = {}
 
+    @classmethod
+    def local_paths(cls, config: FolderConfig) -> dict[str, str]:
+        return {"path": config.path}
+
     def resource(self) -> str:
         """`fs:workspace:knowledge base:path`, the ids `rag ingest` has always given."""
         return self.kb_name or self.context.source_name

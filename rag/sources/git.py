@@ -210,6 +210,13 @@ class GitConnector(Connector):
         self._commit: str | None = None
         self._branch: str | None = None
 
+    @classmethod
+    def local_paths(cls, config: Config) -> dict[str, str]:
+        """A repository on this machine (an absolute path, a file:// URL) and the cache directory."""
+        local = parse_repository(config.repository).local
+        paths = {"repository": str(local)} if local is not None else {}
+        return {**paths, "cache_dir": config.cache_dir} if config.cache_dir else paths
+
     # -- the listing ---------------------------------------------------------------------------
 
     def items(self) -> Iterable[Item]:

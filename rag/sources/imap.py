@@ -49,7 +49,7 @@ from urllib.parse import quote
 
 from pydantic import Field, field_validator, model_validator
 
-from rag.sources.addresses import AddressRefused, resolve
+from rag.sources.addresses import AddressRefused, narrowed, resolve
 from rag.sources.base import (
     AllowHosts,
     Connector,
@@ -79,7 +79,7 @@ class ImapConfig(SourceConfig):
     username: str = Field(min_length=1, max_length=320)
     folders: list[str] = Field(default_factory=lambda: ["INBOX"], min_length=1, max_length=100)
     ca_file: str | None = None  # a PEM file of the CA (or the self-signed certificate) to trust
-    allow_hosts: AllowHosts = Field(default_factory=list)  # hosts allowed although private or loopback
+    allow_hosts: AllowHosts = Field(default_factory=list)  # narrows RAG_SOURCES__ALLOW_HOSTS
     batch: int = Field(200, ge=1, le=5000)  # UIDs per FETCH while listing
     max_message_bytes: int | None = Field(None, ge=1024)  # tighter than the sync's max item bytes
 
@@ -278,7 +278,7 @@ class ImapConnector(Connector):
     def __init__(self, config: ImapConfig, context: SyncContext) -> None:
         super().__init__(config, context)
         self.config: ImapConfig = config
-        self._allow = tuple(config.allow_hosts) + tuple(context.allow_hosts)
+        self._allow = narrowed(context.allow_hosts, config.allow_hosts)  # a source's own list only narrows
         self._local = threading.local()
         self._lock = threading.Lock()
         self._open: list[imaplib.IMAP4] = []

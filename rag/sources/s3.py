@@ -25,7 +25,8 @@ Why it is built the way it is:
 - Addresses: each connection botocore opens resolves its host with rag.sources.addresses.resolve
   and connects to the address that was checked (its connection class is swapped for one that does,
   TLS still verified against the host name), so an endpoint on a loopback, private or metadata
-  address is refused unless the source's `allow_hosts` (or the context's) names it, and a second
+  address is refused unless the operator's RAG_SOURCES__ALLOW_HOSTS names it (the source's own
+  `allow_hosts` only narrows that list), and a second
   DNS answer cannot swap it. Should a botocore release move the internals this relies on, every
   request's host is checked just before it is sent instead (a `before-send` hook). Proxies from the
   environment are not used: a proxy would do its own lookup, past the check.
@@ -47,7 +48,7 @@ from pydantic import Field, field_validator, model_validator
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
 from rag.ingest.formats import supported_suffixes
-from rag.sources.addresses import AddressRefused, resolve
+from rag.sources.addresses import AddressRefused, narrowed, resolve
 from rag.sources.base import (
     AllowHosts,
     BodyTooLarge,
@@ -174,7 +175,7 @@ class S3Config(SourceConfig):
     endpoint_url: str | None = None
     region: str = "us-east-1"
     access_key_id: str | None = None  # None, and no secret named: a public bucket, read unsigned
-    allow_hosts: AllowHosts = Field(default_factory=list)  # hosts allowed although private or loopback
+    allow_hosts: AllowHosts = Field(default_factory=list)  # narrows RAG_SOURCES__ALLOW_HOSTS
     url_template: str | None = None  # the link back: {endpoint} {bucket} {key} {region}
 
     @field_validator("bucket")
@@ -290,7 +291,7 @@ class S3Connector(Connector):
         self.config: S3Config = config
         self._lock = threading.Lock()
         self._s3: Any = None
-        self._allow = tuple(config.allow_hosts) + tuple(context.allow_hosts)
+        self._allow = narrowed(context.allow_hosts, config.allow_hosts)  # a source's own list only narrows
         self._base = config.prefix[: config.prefix.rfind("/") + 1]  # the prefix's folders, left out of paths
         self._template = config.url_template or _DEFAULT_TEMPLATE
 

@@ -56,6 +56,7 @@ from lxml import etree
 from pydantic import Field, field_validator, model_validator
 
 from rag.ingest.formats import document_suffixes
+from rag.sources.addresses import narrowed
 from rag.sources.base import Connector, Fetched, Item, ItemFailed, NotModified, SourceConfig, SourceUnavailable
 from rag.sources.http import Bounds, FetchFailed, HttpFetcher, Response
 
@@ -102,7 +103,7 @@ class Config(SourceConfig):
     prefix: str | None = None  # URLs it stays inside; default: start URLs' directories, the sitemap's site root
     max_pages: int = Field(1000, ge=1, le=100_000)
     max_depth: int = Field(5, ge=0, le=100)
-    allow_hosts: list[str] = Field(default_factory=list, max_length=100)  # reachable although private/loopback
+    allow_hosts: list[str] = Field(default_factory=list, max_length=100)  # narrows RAG_SOURCES__ALLOW_HOSTS
     user_agent: str = Field("rag-sync/0.1", min_length=1, max_length=200, pattern=r"^[\x20-\x7e]+$")
     include_files: bool = True  # linked PDF, Word and text files
 
@@ -212,7 +213,7 @@ class WebsiteConnector(Connector):
         super().__init__(config, context)
         self.cfg: Config = config
         limits = context.limits
-        allow = tuple(dict.fromkeys((*context.allow_hosts, *config.allow_hosts)))
+        allow = narrowed(context.allow_hosts, config.allow_hosts)  # a source's own list only narrows
         self.http = HttpFetcher(
             Bounds(limits.max_bytes, limits.timeout_seconds, limits.total_seconds, limits.attempts,
                    limits.backoff_seconds),

@@ -285,6 +285,9 @@ class Source(Base):
     kind: Mapped[str] = mapped_column(String(32))
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     secret: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # Added (or last given settings) by the operator on the command line: its local paths are not
+    # held to RAG_SOURCES__LOCAL_ROOTS (rag/service/sources/local.py); a workspace admin's change clears it.
+    added_by_operator: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     kb_id: Mapped[str] = mapped_column(ForeignKey("knowledge_bases.id", ondelete="CASCADE"))
     folder: Mapped[str] = mapped_column(String(2000), default="")  # "a/b" under the knowledge base's root
     every_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)  # None: synced on demand only

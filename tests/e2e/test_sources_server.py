@@ -146,7 +146,7 @@ def test_who_sees_and_who_may_change_sources(served):
     viewer = _token(served, "--role", "viewer")
     scoped = _token(served, "--role", "viewer", "--folders", "Scoped")
     editor = _token(served, "--role", "editor", "--scope", "knowledge:write")
-    new = {"name": "theirs", "kind": "folder", "config": {"path": "/srv/x"}}
+    new = {"name": "theirs", "kind": "folder", "config": {"path": str(served.home.parent / "x")}}
     # (caller, sees in the list, GET inside, GET outside, POST add)
     rows = [
         (served.admin, {"inside", "outside"}, 200, 200, 201),
@@ -231,3 +231,23 @@ def test_an_answer_about_a_page_of_a_website_source_cites_its_url(served, site):
     structured, text = anyio.run(mcp)
     assert structured["sources"][0]["url"] == page_url
     assert page_url not in text and "url:" not in text.lower()
+
+
+def test_the_operators_cli_adds_a_source_on_any_path_an_http_admin_only_inside_the_roots(served, tmp_path):
+    """Issue 49, defect 2: relayed through the local secret, `rag source add` is the operator's and
+    reads a folder outside RAG_SOURCES__LOCAL_ROOTS; the same folder over HTTP is refused, the same
+    sentence as for a path that does not exist."""
+    pages = handbook_pages(tmp_path / "operators", 2)  # beside the test, not under the server's root
+    refused = _add(served, {"name": "theirs-outside", "kind": "folder", "config": {"path": str(pages)}})
+    missing = _add(served, {"name": "theirs-missing", "kind": "folder", "config": {"path": str(tmp_path / "none")}})
+    assert refused.status_code == missing.status_code == 403, refused.text
+    assert (refused.json()["error"]["message"].replace(str(pages), "P")
+            == missing.json()["error"]["message"].replace(str(tmp_path / "none"), "P"))
+    added = rag_cli(served.home, "source", "add", "operators", "--kind", "folder", "-o", f"path={pages}")
+    assert added.returncode == 0, added.stderr
+    synced = rag_cli(served.home, "source", "sync", "operators", "--json")
+    assert synced.returncode == 0, synced.stderr
+    assert json.loads(synced.stdout)["added"] == 2
+    with served.client() as http:  # the admin's new settings make it theirs: held to the roots
+        changed = http.patch("/v1/sources/operators", json={"config": {"path": str(pages)}})
+    assert changed.status_code == 403, changed.text

@@ -45,13 +45,15 @@ def folder() -> str:
 
 def settings_of(server: ImapServer, box: str, **more) -> dict:
     return {"host": "127.0.0.1", "port": server.imaps_port, "username": server.user, "folders": [box],
-            "ca_file": str(server.cert), "allow_hosts": ["127.0.0.1"], **more}
+            "ca_file": str(server.cert), **more}
 
 
 def connector(server: ImapServer, box: str, secret: str | None = None, limits: FetchLimits | None = None,
-              previous: dict | None = None, **more) -> ImapConnector:
+              previous: dict | None = None, operator_hosts: tuple[str, ...] = ("127.0.0.1",), **more) -> ImapConnector:
+    """`operator_hosts`: RAG_SOURCES__ALLOW_HOSTS, which alone lets a source reach 127.0.0.1."""
     context = SyncContext(source_name="mail", workspace="default", secret=secret or server.password,
-                          limits=limits or FetchLimits(timeout_seconds=10, total_seconds=20), previous=previous or {})
+                          limits=limits or FetchLimits(timeout_seconds=10, total_seconds=20), previous=previous or {},
+                          allow_hosts=operator_hosts)
     return ImapConnector(ImapConnector.Config.model_validate(settings_of(server, box, **more)), context)
 
 
@@ -121,9 +123,12 @@ def test_refusals_say_why_and_never_the_password(dovecot: ImapServer) -> None:
     assert not refused.value.transient and wrong not in str(refused.value)
     with connector(dovecot, box, ca_file=None) as source, pytest.raises(SourceUnavailable, match="not trusted"):
         source.items()  # a self-signed server, no ca_file: the system's roots do not know it
-    with connector(dovecot, box, allow_hosts=[]) as source, pytest.raises(SourceUnavailable) as private:
+    with connector(dovecot, box, operator_hosts=()) as source, pytest.raises(SourceUnavailable) as private:
         source.items()
     assert "loopback" in str(private.value)
+    with connector(dovecot, box, operator_hosts=(), allow_hosts=["127.0.0.1"]) as source, \
+            pytest.raises(SourceUnavailable, match="loopback"):
+        source.items()  # the source's own list never widens the operator's
     with connector(dovecot, "No Such Folder") as source, pytest.raises(SourceUnavailable) as missing:
         source.items()
     assert str(missing.value) == (f"the folder 'No Such Folder' cannot be opened on 127.0.0.1:{dovecot.imaps_port} "
@@ -152,9 +157,9 @@ def test_a_server_that_does_not_answer_fails_within_the_time_bound() -> None:
         silent.bind(("127.0.0.1", 0))
         silent.listen(1)  # the connection is taken, no greeting ever comes
         config = ImapConnector.Config.model_validate({"host": "127.0.0.1", "port": silent.getsockname()[1],
-                                                      "security": "none", "username": "x", "allow_hosts": ["127.0.0.1"]})
+                                                      "security": "none", "username": "x"})
         context = SyncContext(source_name="mail", workspace="default", secret="x",
-                              limits=FetchLimits(timeout_seconds=0.5))
+                              limits=FetchLimits(timeout_seconds=0.5), allow_hosts=("127.0.0.1",))
         with ImapConnector(config, context) as source, pytest.raises(SourceUnavailable) as caught:
             source.items()
     assert caught.value.transient and "no answer within the time bound" in str(caught.value)
@@ -179,7 +184,8 @@ def test_settings_are_checked() -> None:
 def test_a_mailbox_syncs_by_uid_and_a_new_uidvalidity_makes_no_duplicate(dovecot: ImapServer, tmp_path: Path) -> None:
     box = folder()
     uids = [dovecot.append(box, data) for data in thread()]
-    settings = Settings(home=tmp_path / "home", source_secrets={"team_mail": dovecot.password})
+    settings = Settings(home=tmp_path / "home", source_secrets={"team_mail": dovecot.password},
+                        sources={"allow_hosts": ["127.0.0.1"]})
     with KnowledgeService(settings) as svc:
         svc.ensure_workspace("default")
         svc.add_source(ADMIN, "team-mail", "imap", settings_of(dovecot, box), None, "Mail", secret="team_mail")
@@ -245,7 +251,7 @@ def test_rag_source_syncs_a_mailbox_and_an_answer_cites_the_message(dovecot: Ima
     secret = tmp_path / "mail-password"
     secret.write_text(dovecot.password + "\n")
     home = tmp_path / "home"
-    env = {"RAG_SOURCE_SECRETS__TEAM_MAIL_FILE": str(secret)}
+    env = {"RAG_SOURCE_SECRETS__TEAM_MAIL_FILE": str(secret), "RAG_SOURCES__ALLOW_HOSTS": "127.0.0.1"}
     added = rag(home, env, "source", "add", "team-mail", "--kind", "imap", "--config",
                 json.dumps(settings_of(dovecot, box)), "--kb", "mail", "--secret", "team_mail", "--json")
     assert added.returncode == 0, added.stderr

@@ -45,11 +45,11 @@ def bucket(server: S3Server) -> str:
 
 
 def connector(server: S3Server, bucket: str, secret: str | None = "good", limits: FetchLimits | None = None,
-              **settings) -> S3Connector:
-    settings = {"bucket": bucket, "endpoint_url": server.url, "access_key_id": server.access_key_id,
-                "allow_hosts": ["127.0.0.1"], **settings}
+              operator_hosts: tuple[str, ...] = ("127.0.0.1",), **settings) -> S3Connector:
+    """`operator_hosts`: RAG_SOURCES__ALLOW_HOSTS, which alone lets a source reach 127.0.0.1."""
+    settings = {"bucket": bucket, "endpoint_url": server.url, "access_key_id": server.access_key_id, **settings}
     context = SyncContext(source_name="reports", workspace="default",
-                          secret=server.secret if secret == "good" else secret,
+                          secret=server.secret if secret == "good" else secret, allow_hosts=operator_hosts,
                           limits=limits or FetchLimits(attempts=2, backoff_seconds=0.01, timeout_seconds=10))
     return S3Connector(S3Connector.Config.model_validate(settings), context)
 
@@ -181,11 +181,14 @@ def test_a_missing_bucket(s3):
 
 def test_a_loopback_endpoint_must_be_allowed(s3):
     name = bucket(s3)
-    with connector(s3, name, allow_hosts=[]) as source:
+    with connector(s3, name, operator_hosts=()) as source:
         with pytest.raises(SourceUnavailable, match="the endpoint is refused: 127.0.0.1 resolves to a private"):
             source.items()
+    with connector(s3, name, operator_hosts=(), allow_hosts=["127.0.0.1"]) as source:
+        with pytest.raises(SourceUnavailable, match="the endpoint is refused: 127.0.0.1 resolves to a private"):
+            source.items()  # the source's own list never widens the operator's
     local = s3.url.replace("127.0.0.1", "localhost")
-    with connector(s3, name, endpoint_url=local, allow_hosts=["127.0.0.1"]) as source:
+    with connector(s3, name, endpoint_url=local) as source:
         with pytest.raises(SourceUnavailable, match="localhost is a local or metadata host"):
             source.items()
 
@@ -194,7 +197,7 @@ def test_an_allowed_host_name_connects_to_its_checked_address(s3):
     name, client = bucket(s3), s3.client()
     client.put_object(Bucket=name, Key="a.md", Body=b"# A\n")
     local = s3.url.replace("127.0.0.1", "localhost")
-    with connector(s3, name, endpoint_url=local, allow_hosts=["localhost"]) as source:
+    with connector(s3, name, endpoint_url=local, operator_hosts=("localhost",)) as source:
         (item,) = source.items()
         assert source.fetch(item, None).data == b"# A\n"
         # botocore's pools make connections that go to the address the rule checked, not a new lookup's
@@ -259,7 +262,7 @@ def test_rag_source_syncs_a_bucket_end_to_end(s3, tmp_path):
     client.put_object(Bucket=name, Key="uv/reports/example.pdf", Body=PDF.read_bytes())
     client.put_object(Bucket=name, Key="uv/scripts/build.sh", Body=b"uv build\n")
     home = tmp_path / "home"
-    env = {"RAG_SOURCE_SECRETS__UV_BUCKET": s3.secret}
+    env = {"RAG_SOURCE_SECRETS__UV_BUCKET": s3.secret, "RAG_SOURCES__ALLOW_HOSTS": "127.0.0.1"}
     settings = {"bucket": name, "prefix": "uv/", "endpoint_url": s3.url, "access_key_id": s3.access_key_id,
                 "allow_hosts": ["127.0.0.1"]}
 

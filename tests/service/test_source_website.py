@@ -260,9 +260,12 @@ def test_a_public_host_is_refused_unless_allowed(site: SiteServer) -> None:
     with WebsiteConnector(Config(start_urls=[site.url("/docs/index.html")]), context) as conn:
         with pytest.raises(SourceUnavailable, match="refused"):
             list(conn.items())
-    context = SyncContext(source_name="docs", workspace="default", limits=LIMITS)
-    allowed = Config(start_urls=[site.url("/docs/index.html")], allow_hosts=["127.0.0.1"])
-    with WebsiteConnector(allowed, context) as conn:
+    own = Config(start_urls=[site.url("/docs/index.html")], allow_hosts=["127.0.0.1"])
+    with WebsiteConnector(own, context) as conn:  # the source's own list never widens the operator's
+        with pytest.raises(SourceUnavailable, match="refused"):
+            list(conn.items())
+    operator = SyncContext(source_name="docs", workspace="default", limits=LIMITS, allow_hosts=("127.0.0.1",))
+    with WebsiteConnector(own, operator) as conn:
         assert len(list(conn.items())) > 20
     assert not site.asked("/etc/passwd")
 

@@ -21,7 +21,8 @@ from .paths import HANDBOOK
 from .processes import free_port, wait_for_health, wait_until
 
 # Fast clocks: the scheduler looks every second and a source may run every second; leases short
-# enough that a test waits past one. Loopback hosts allowed, so a website source reaches the test's site.
+# enough that a test waits past one. 127.0.0.1 allowed by the operator's setting (a source's own
+# `allow_hosts` may only narrow it), so a website source reaches the test's site.
 FAST_SOURCES = {"RAG_SOURCES__POLL_SECONDS": "1", "RAG_SOURCES__MIN_EVERY_SECONDS": "1",
                 "RAG_SOURCES__ALLOW_HOSTS": "127.0.0.1", "OPENBLAS_NUM_THREADS": "1"}
 
@@ -38,7 +39,10 @@ def handbook_pages(root: Path, count: int) -> Path:
 
 
 def rag_env(home: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "RAG_HOME": str(home), **FAST_SOURCES, **extra}
+    """The environment of `rag` over `home`: the fast clocks, and the operator's settings a server and
+    the CLI share. Sources added over HTTP may read local paths beside `home` (RAG_SOURCES__LOCAL_ROOTS
+    is home's parent; home itself stays refused)."""
+    return {**os.environ, "RAG_HOME": str(home), **FAST_SOURCES, "RAG_SOURCES__LOCAL_ROOTS": str(home.parent), **extra}
 
 
 def rag_cli(home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:

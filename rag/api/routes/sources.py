@@ -55,7 +55,8 @@ class SourceState(BaseModel):
     kind: str
     knowledge_base: str
     folder: str
-    config: dict[str, Any]
+    config: dict[str, Any] | None = Field(
+        None, description="The kind's settings (shown to admins with access all only: they name paths, URLs, accounts).")
     every_seconds: int | None
     paused: bool
     status: str = Field(description="idle or running.")

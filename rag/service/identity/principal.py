@@ -63,11 +63,14 @@ class Principal:
     standings: tuple[tuple[str, Standing], ...] = ()
     token_id: str | None = None  # None: not a token's (the local CLI, tests)
     principal_id: str | None = None
+    # The operator of the machine (the `rag` command, in process or relayed through the local
+    # secret), never a token's caller: only the operator adds a source on any local path.
+    operator: bool = False
 
     @classmethod
     def local_admin(cls, workspace_id: str) -> "Principal":
         """Whoever can open RAG_HOME administers it: the local CLI needs no token."""
-        return cls(actor="local-cli", workspace_id=workspace_id)
+        return cls(actor="local-cli", workspace_id=workspace_id, operator=True)
 
     @property
     def workspaces(self) -> dict[str, str]:

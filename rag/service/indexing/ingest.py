@@ -22,6 +22,7 @@ from rag.ingest.parse import ParsedDocument, parse_record
 from rag.service.checks import content_hash
 from rag.service.identity.principal import Principal
 from rag.service.sources.engine import SyncEngine, SyncReport, Target
+from rag.service.sources.local import LocalPaths
 from rag.sources.base import Connector, Fetched, Item, SourceConfig, SourceUnavailable, SyncContext
 from rag.sources.folder import FolderConfig, FolderConnector
 
@@ -88,6 +89,8 @@ class Ingest:
         folders, files of a format ingestion reads become documents. `stop`: once set, the ingest
         ends after the file at hand (its report then says it is not complete)."""
         started = time.perf_counter()
+        if not principal.operator:  # `rag ingest` is the operator's; anyone else reads inside the roots only
+            path = LocalPaths.of(self.settings).check(path)
         try:
             connector = FolderConnector(FolderConfig(path=os.fspath(path)), SyncContext(source_name="", workspace=""))
         except SourceUnavailable as exc:

@@ -6,7 +6,14 @@ syncs and removes sources. Anyone who may read sees the sources whose target lie
 see: the whole workspace's under access all, under folder access those whose target folder is one
 of their folders or below one (a source that has not made its folder yet is inside nobody's
 folders). Settings never hold a secret: a source names one (`secret`), which Settings supplies
-(RAG_SOURCE_SECRETS__<NAME> or its _FILE form); the name is shown to admins only.
+(RAG_SOURCE_SECRETS__<NAME> or its _FILE form). A source's settings (`config`: server paths,
+URLs, account names) and its secret's name are shown to those who manage it only (an admin with
+access all); other readers see its kind, name, target, state and counts.
+
+What a source may reach is the operator's to say: a local path only inside RAG_SOURCES__LOCAL_ROOTS
+unless the operator added the source (rag/service/sources/local.py), a private or loopback host
+only when RAG_SOURCES__ALLOW_HOSTS names it (a source's own `allow_hosts` may only narrow that
+list: rag/sources/addresses.py).
 
 A sync runs at most once at a time per source, across processes and workers: it holds a lease on
 the source's row (one conditional UPDATE, the same on SQLite and PostgreSQL), renews it while it
@@ -37,7 +44,9 @@ from rag import telemetry
 from rag.errors import AlreadyExists, Busy, InvalidArgument, NotFound, RagError
 from rag.service.checks import name_key, name_problem
 from rag.service.sources.engine import Progress, SyncEngine, SyncReport, Target, iter_limited
-from rag.sources.base import Connector, FetchLimits, SourceUnavailable, SyncContext
+from rag.service.sources.local import LocalPaths
+from rag.sources.addresses import widening
+from rag.sources.base import Connector, FetchLimits, SourceConfig, SourceUnavailable, SyncContext
 from rag.sources.registry import connector_class, kinds
 from rag.store.models import DOCUMENT, SOURCE_IDLE, SOURCE_RUNNING, KnowledgeBase, Node, Source, SourceItem, utcnow
 
@@ -123,13 +132,13 @@ class SourceInfo:
     row: Source
     knowledge_base: str
     items: int
-    show_secret: bool
+    manages: bool  # the caller manages sources: it sees the settings and the secret's name
 
     def payload(self) -> dict[str, Any]:
         r = self.row
         payload: dict[str, Any] = {
             "name": r.name, "kind": r.kind, "knowledge_base": self.knowledge_base, "folder": r.folder,
-            "config": dict(r.config or {}), "every_seconds": r.every_seconds, "paused": bool(r.paused),
+            "every_seconds": r.every_seconds, "paused": bool(r.paused),
             # `stale`: marked running by a sync whose process is gone (killed), until the next sync takes it.
             "status": SOURCE_STALE if r.status == SOURCE_RUNNING and lease_lapsed(r) else r.status,
             "items": self.items,
@@ -142,7 +151,8 @@ class SourceInfo:
         }
         if payload["status"] == SOURCE_RUNNING and r.progress:
             payload["progress"] = dict(r.progress)
-        if self.show_secret:
+        if self.manages:
+            payload["config"] = dict(r.config or {})
             payload["secret"] = r.secret
         return payload
 
@@ -196,23 +206,43 @@ class Sources:
     def _info(self, session, principal: Principal, row: Source) -> SourceInfo:
         kb = session.get(KnowledgeBase, row.kb_id)
         items = session.scalar(select(func.count()).select_from(SourceItem).where(SourceItem.source_pk == row.id))
-        admin = principal.role == "admin" and self.access.sees_all(principal)
+        admin = principal.role == "admin" and self.access.sees_all(principal)  # who manages sources
         return SourceInfo(row, kb.name if kb else "?", int(items or 0), admin)
 
     # ----- managing -----
 
-    def check_config(self, kind: str, config: dict[str, Any]) -> dict[str, Any]:
-        """The settings, checked by the kind's own model; a clear InvalidArgument otherwise."""
+    def check_config(self, principal: Principal, kind: str, config: dict[str, Any]) -> dict[str, Any]:
+        """The settings, checked by the kind's own model, then against what the operator allows
+        (`reach`); a clear InvalidArgument or PermissionDenied otherwise."""
+        checked = self._validated(kind, config)
+        self.reach(connector_class(kind), checked, principal.operator)
+        return checked.model_dump(mode="json", exclude_defaults=True)
+
+    @staticmethod
+    def _validated(kind: str, config: dict[str, Any]) -> SourceConfig:
         cls = connector_class(kind)
         if not isinstance(config, dict):
             raise InvalidArgument("`config` must be an object")
         try:
-            checked = cls.Config.model_validate(config)
+            return cls.Config.model_validate(config)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors()[:5])
             raise InvalidArgument(f"invalid settings for a {kind} source: {problems}") from None
-        return checked.model_dump(mode="json", exclude_defaults=True)
+
+    def reach(self, cls: type[Connector], config: SourceConfig, by_operator: bool) -> SourceConfig:
+        """`config` with its local paths resolved, when the operator allows what it reaches: its own
+        `allow_hosts` within RAG_SOURCES__ALLOW_HOSTS (InvalidArgument), its local paths inside
+        RAG_SOURCES__LOCAL_ROOTS unless the operator added it (PermissionDenied)."""
+        wider = widening(self.settings.sources.allow_hosts, getattr(config, "allow_hosts", None) or [])
+        if wider:
+            raise InvalidArgument(
+                f"allow_hosts may only narrow the hosts the operator allows (RAG_SOURCES__ALLOW_HOSTS); "
+                f"not allowed there: {', '.join(wider[:5])}")
+        if by_operator:
+            return config
+        resolved = LocalPaths.of(self.settings).checked(cls.local_paths(config))
+        return config.model_copy(update=resolved) if resolved else config
 
     def add(self, principal: Principal, name: str, kind: str, config: dict[str, Any], kb_name: str | None = None,
             folder: str = "", every: str | int | None = None, secret: str | None = None) -> SourceInfo:
@@ -222,10 +252,12 @@ class Sources:
                                   "letter or digit")
         if kind not in kinds():
             raise InvalidArgument(f"unknown source kind {kind!r}; the kinds are: {', '.join(kinds())}")
-        checked = self.check_config(kind, config or {})
+        settings = self._validated(kind, config or {})
         secret = self._secret_name(kind, secret)
         folder = self._folder_arg(folder)
         every_seconds = parse_every(every, self.settings.sources.min_every_seconds)
+        self.reach(connector_class(kind), settings, principal.operator)  # what it may reach, once its shape is right
+        checked = settings.model_dump(mode="json", exclude_defaults=True)
         kb = self.catalog.knowledge_base(principal, kb_name or self.settings.default_kb, create=True)
         with self.db.session() as session:
             taken = session.scalar(select(Source.id).where(
@@ -233,7 +265,8 @@ class Sources:
             if taken is not None:
                 raise AlreadyExists(f"a source named {name!r} exists already")
             row = Source(workspace_id=principal.workspace_id, name=name, name_key=name_key(name), kind=kind,
-                         config=checked, secret=secret, kb_id=kb.id, folder=folder, every_seconds=every_seconds,
+                         config=checked, added_by_operator=principal.operator, secret=secret, kb_id=kb.id,
+                         folder=folder, every_seconds=every_seconds,
                          status=SOURCE_IDLE, next_run_at=utcnow() if every_seconds else None)
             session.add(row)
             session.flush()
@@ -291,12 +324,15 @@ class Sources:
 
     def change(self, principal: Principal, name: str, *, config: dict[str, Any] | None = None,
                every: str | int | None = ..., secret: str | None = ...) -> SourceInfo:  # type: ignore[assignment]
-        """New settings (checked, replacing the old ones), schedule or secret name."""
+        """New settings (checked, replacing the old ones), schedule or secret name. New settings
+        from anyone but the operator make the source a workspace admin's: its local paths are held
+        to the operator's roots from then on."""
         self._require_admin(principal)
         with self.db.session() as session:
             row = self._row(session, principal, name)
             if config is not None:
-                row.config = self.check_config(row.kind, config)
+                row.config = self.check_config(principal, row.kind, config)
+                row.added_by_operator = principal.operator
             if every is not ...:
                 row.every_seconds = parse_every(every, self.settings.sources.min_every_seconds)
                 row.next_run_at = utcnow() if row.every_seconds else None
@@ -428,9 +464,11 @@ class Sources:
                 raise _NotRunnable(f"the secret {row.secret!r} this source names is not set "
                                    f"(RAG_SOURCE_SECRETS__{row.secret.upper()} or its _FILE form)")
         try:
-            config = cls.Config.model_validate(row.config or {})
+            config = self.reach(cls, cls.Config.model_validate(row.config or {}), row.added_by_operator)
         except ValidationError:
             raise _NotRunnable("the source's settings are no longer valid; change them (rag source show)") from None
+        except RagError as exc:  # a path outside the roots (a link swapped since), a host no longer allowed
+            raise _NotRunnable(exc.message) from None
         s = self.settings.sources
         workdir = self.settings.home / "sources" / row.id
         with self.db.session() as session:  # what each item's last fetch kept (an ETag), for conditional fetches
