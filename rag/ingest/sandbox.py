@@ -272,11 +272,13 @@ class _Slot:
 
 
 def _queued(change: int) -> None:
-    """Files waiting for a worker, in this process (`rag_parse_queue_length`). Imported here, not
-    at the top: a worker (this module run as a program) keeps no metrics."""
+    """Files waiting for a worker, in this process (`rag_parse_queue_length`). Kept whether
+    telemetry is on or not, so that turning it on or off between a file's queueing and its turn
+    leaves no file counted for ever. Imported here, not at the top: a worker (this module run as a
+    program) keeps no metrics."""
     from rag import telemetry
 
-    if telemetry.enabled and change:
+    if change:
         telemetry.PARSE_QUEUED.inc(change)
 
 
