@@ -56,10 +56,10 @@ class ParseTimer:
 
         self._module, self._parse = ingest_module, ingest_module.parse_bytes
 
-        def timed_parse(data: bytes, filename: str, fallback_title: str | None = None) -> Any:
+        def timed_parse(data: bytes, filename: str, fallback_title: str | None = None, **how: Any) -> Any:
             started = time.perf_counter()
             try:
-                parsed = self._parse(data, filename, fallback_title)
+                parsed = self._parse(data, filename, fallback_title, **how)
                 self.pages += len(parsed.pages)
                 return parsed
             finally:

@@ -25,8 +25,16 @@ holding the 18F handbook (embeddings from the shared cache) and a few documents 
    status, and the quiet token's p50 / p95 idle and under the noise (target: p95 under noise <=
    1.5x idle).
 
+4. **parse-share** (a deployment of its own): a quiet token's small upload (an 84-byte HTML page)
+   while a hogging token keeps two OCR uploads in flight (`--hog-pages` scanned pages of NIST SP
+   800-63B as an image-only PDF, ~2 s of OCR a page, so each runs until an upload's OCR budget,
+   `RAG_PARSING__UPLOAD_OCR_SECONDS`, stops it): the quiet token's upload time alone, then
+   `--small-uploads` of them, one every `--small-every` seconds, beside the hogs (target: p95 <= 5 s
+   on an otherwise idle machine), and what /metrics says the files waited. `--caller-workers N`
+   sets `RAG_PARSING__CALLER_WORKERS` (the worker count: no share, to see what the share buys).
+
     python -m benchmarks.load [--only embedded|scale-out] [--duration 60] [--clients 32]
-                              [--phases mix,large,uploads,quota] [--large-lines 100000] [--json out.json]
+                              [--phases mix,large,uploads,quota,parse-share] [--large-lines 100000] [--json out.json]
 
 Loops are bounded in time and count; servers listen on 127.0.0.1 only and are stopped at the end.
 """
@@ -34,6 +42,7 @@ Loops are bounded in time and count; servers listen on 127.0.0.1 only and are st
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import random
 import shutil
@@ -414,6 +423,131 @@ def run_uploads(served: Serve, uploads: int, tokens: int, readers: int) -> dict[
     }
 
 
+# ----- a small upload beside another token's OCR hogs -----
+
+SMALL_PAGE = b"<html><head><title>Small</title></head><body><p>An 84-byte page.</p></body></html>"
+NIST_PDF = ("datasets", "office_docs", "files", "pdf", "nist-sp-800-63b.pdf")
+
+
+def ocr_hog(pages: int) -> bytes:
+    """An image-only PDF of `pages` dense pages of NIST SP 800-63B (pages 20-29 over again) scanned
+    at 300 dpi in black and white, as a fax or scanner writes one (~115 kB a page): OCR reads every
+    page (~2 s of CPU each here)."""
+    import pypdfium2 as pdfium
+
+    from tests.support.paths import SHARED
+
+    pdf = pdfium.PdfDocument(SHARED.joinpath(*NIST_PDF))
+    try:
+        scans = [pdf[19 + k % 10].render(scale=300 / 72, grayscale=True).to_pil().convert("1")
+                 for k in range(pages)]
+    finally:
+        pdf.close()
+    buffer = io.BytesIO()
+    scans[0].save(buffer, "PDF", resolution=300, save_all=True, append_images=scans[1:])
+    return buffer.getvalue()
+
+
+def timed_upload(client: httpx.Client, name: str, data: bytes) -> tuple[float, str]:
+    """(seconds, `status code`, and the message of a refusal) of one upload, a document of a new name."""
+    began = time.perf_counter()
+    try:
+        response = client.post("/v1/uploads", files={"file": (name, data, "application/octet-stream")},
+                               data={"name": f"{name} {uuid.uuid4().hex[:12]}"})
+        error = response.json()["error"] if response.status_code >= 400 else None
+        outcome = f"{response.status_code} {error['code']}: {error['message']}" if error else "201 created"
+    except httpx.HTTPError as exc:
+        outcome = type(exc).__name__
+    return time.perf_counter() - began, outcome
+
+
+def parse_waits(served: Serve) -> dict[str, dict[str, float]]:
+    """/metrics' rag_parse_wait_seconds by caller kind (count, sum) and rag_parse_queue_length."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found: dict[str, dict[str, float]] = defaultdict(dict)
+    for family in text_string_to_metric_families(httpx.get(f"{served.url}/metrics", timeout=60).text):
+        for sample in family.samples:
+            if sample.name in ("rag_parse_wait_seconds_count", "rag_parse_wait_seconds_sum"):
+                found[sample.labels["caller"]][sample.name.rsplit("_", 1)[1]] = sample.value
+            elif sample.name == "rag_parse_queue_length":
+                found["queue"]["length"] = sample.value
+    return dict(found)
+
+
+def run_parse_share(served: Serve, hog_pages: int, smalls: int, every: float) -> dict[str, Any]:
+    """The parse-share phase (see the module's docstring)."""
+    hog = ocr_hog(hog_pages)
+    hogger, quiet = (rag(served.env, "token", "create", "--workspace", "default", "--role", "editor", "--scope",
+                         "knowledge:write", "--name", name).strip() for name in ("hogs", "quiet"))
+
+    def client(secret: str) -> httpx.Client:
+        return httpx.Client(base_url=served.url, timeout=900, headers={"Authorization": f"Bearer {secret}"})
+
+    with client(quiet) as mine:
+        alone = [timed_upload(mine, "page.html", SMALL_PAGE) for _ in range(5)]
+    stop = threading.Event()
+    lock = threading.Lock()
+    hog_outcomes: Counter = Counter()
+    hog_times: list[float] = []
+
+    def hogs() -> None:
+        with client(hogger) as theirs:
+            for _ in range(MAX_CALLS_PER_CLIENT):
+                if stop.is_set():
+                    return
+                seconds, outcome = timed_upload(theirs, "scan.pdf", hog)
+                with lock:
+                    hog_outcomes[outcome] += 1
+                    hog_times.append(seconds)
+
+    senders = [threading.Thread(target=hogs) for _ in range(2)]  # RAG_UPLOADS__PER_TOKEN (2) in flight
+    for thread in senders:
+        thread.start()
+    deadline = time.monotonic() + 120
+    while httpx.get(f"{served.url}/healthz", timeout=60).json()["parsing"]["busy"] < 1:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the hogs never started parsing")
+        time.sleep(0.1)
+    time.sleep(1)
+    waits_before = parse_waits(served)
+    load_before = load_average()
+    during: list[tuple[float, str]] = []
+    with client(quiet) as mine:
+        for _ in range(smalls):
+            seconds, outcome = timed_upload(mine, "page.html", SMALL_PAGE)
+            during.append((seconds, outcome))
+            time.sleep(max(0.0, every - seconds))
+    load_during = load_average()
+    stop.set()
+    for thread in senders:
+        thread.join(LARGE_TIMEOUT_S)
+    return {
+        "hog_bytes": len(hog), "hog_pages": hog_pages, "small_uploads": smalls, "every_s": every,
+        "load_before": load_before, "load_during": load_during,
+        "alone": summary([t for t, _ in alone]) | {"outcomes": dict(Counter(o for _, o in alone))},
+        "beside_hogs": summary([t for t, _ in during]) | {"max_ms": round(max(t for t, _ in during) * 1000, 1),
+                                                          "outcomes": dict(Counter(o for _, o in during))},
+        "hogs": summary(hog_times) | {"outcomes": dict(sorted(hog_outcomes.items()))} if hog_times else {"n": 0},
+        "waits_before": waits_before, "waits_after": parse_waits(served),
+    }
+
+
+def print_parse_share(label: str, r: dict[str, Any]) -> None:
+    print(f"\n{label}: a quiet token's 84-byte HTML upload, alone, then {r['small_uploads']} (one every "
+          f"{r['every_s']:g} s) while another token keeps two {r['hog_pages']}-page OCR uploads "
+          f"({r['hog_bytes']:,} bytes) in flight, on {os.cpu_count()} CPUs; load average before "
+          f"{r['load_before']}, during {r['load_during']}\n")
+    print("| uploads | n | p50 ms | p95 ms | max ms | answers |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    for name, title in (("alone", "small, alone"), ("beside_hogs", "small, beside the hogs"), ("hogs", "the hogs")):
+        q = r[name]
+        print(f"| {title} | {q['n']} | {q.get('p50_ms', '-')} | {q.get('p95_ms', '-')} | {q.get('max_ms', '-')} | "
+              f"{q.get('outcomes', {})} |")
+    print(f"\n/metrics rag_parse_wait_seconds (count, sum) before the small uploads: {r['waits_before']}; "
+          f"after: {r['waits_after']}", flush=True)
+
+
 QUIET_EVERY_S = 0.25  # the quiet token's pace: 240 searches a minute
 
 
@@ -551,7 +685,8 @@ def print_large(label: str, r: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=("embedded", "scale-out"), default=None)
-    parser.add_argument("--phases", default="mix,large,uploads,quota", help="Comma-separated: mix, large, uploads, quota.")
+    parser.add_argument("--phases", default="mix,large,uploads,quota",
+                        help="Comma-separated: mix, large, uploads, quota, parse-share.")
     parser.add_argument("--quota-rate", type=int, default=600, help="Searches a minute per token (quota phase).")
     parser.add_argument("--quota-seconds", type=float, default=30.0, help="Seconds the quiet token measures, twice.")
     parser.add_argument("--noisy-clients", type=int, default=8, help="The noisy token's clients (quota phase).")
@@ -564,6 +699,11 @@ def main() -> None:
     parser.add_argument("--uploads", type=int, default=44, help="Hostile uploads sent at once (uploads phase).")
     parser.add_argument("--upload-tokens", type=int, default=11, help="Agent tokens that send them.")
     parser.add_argument("--upload-readers", type=int, default=4, help="Readers meanwhile.")
+    parser.add_argument("--hog-pages", type=int, default=20, help="Scanned pages of each OCR hog (parse-share).")
+    parser.add_argument("--small-uploads", type=int, default=20, help="The quiet token's uploads beside the hogs.")
+    parser.add_argument("--small-every", type=float, default=3.0, help="Seconds between the quiet token's uploads.")
+    parser.add_argument("--caller-workers", type=int, default=None,
+                        help="RAG_PARSING__CALLER_WORKERS of the parse-share deployment (default: the setting's).")
     parser.add_argument("--pages", type=int, default=None, help="Serve only the handbook's first N pages.")
     parser.add_argument("--json", default=None, help="Write the result here ('-': standard output).")
     args = parser.parse_args()
@@ -574,8 +714,16 @@ def main() -> None:
             continue
         label = "embedded, 1 process" if name == "embedded" else f"PostgreSQL + Chroma server, {args.workers} workers"
         report[name] = {}
-        if phases - {"quota"}:
+        if phases - {"quota", "parse-share"}:
             run_phases(name, label, phases, args, report[name])
+        if "parse-share" in phases:
+            env = NO_QUOTAS | ({} if args.caller_workers is None else
+                               {"RAG_PARSING__CALLER_WORKERS": str(args.caller_workers)})
+            with tempfile.TemporaryDirectory(prefix="rag-load-") as tmp, \
+                    deployment(name, Path(tmp), args.workers, args.pages, env) as served:
+                report[name]["parse_share"] = run_parse_share(served, args.hog_pages, args.small_uploads,
+                                                              args.small_every)
+                print_parse_share(label, report[name]["parse_share"])
         if "quota" in phases:
             quotas = {"RAG_QUOTA__SEARCH_PER_MINUTE": str(args.quota_rate)}
             with tempfile.TemporaryDirectory(prefix="rag-load-") as tmp, \

@@ -306,6 +306,18 @@ class ParseSettings(BaseModel):
         description="Seconds OCR may take on one file, its pages' rendering included; a PDF or image gets these on "
         "top of `timeout_seconds` (a dense 300-dpi page takes ~2 s of CPU).",
     )
+    upload_ocr_seconds: float = Field(
+        30.0, gt=0, le=86_400,
+        description="Seconds OCR may take on one uploaded file (and on one of its pages), in place of `ocr_seconds` "
+        "and `ocr_page_seconds` where those are larger: a request waits for it, while a source's sync has the "
+        "larger budget (a scan of many pages belongs in a source).",
+    )
+    caller_workers: int | None = Field(
+        None, ge=1, le=256,
+        description="Workers one caller (an upload's token, a source's sync, an ingest) may hold at once; the "
+        "others' files are served in turn. Default: all but one (at least one), so another caller always finds a "
+        "worker free; set it to `workers` where one caller alone parses (a machine that only ingests).",
+    )
 
     @property
     def worker_count(self) -> int:

@@ -18,6 +18,9 @@
 - `rag_errors_total{part}`: a store or lane error met while serving (`store`, a lane's name);
 - `rag_compute_gave_way_seconds_total`: what searches of busy callers waited between their stages
   for a lighter caller's (rag/turns.py);
+- `rag_parse_queue_length`: files waiting for a parse worker (rag/ingest/sandbox.py), and
+  `rag_parse_wait_seconds{caller}`: how long each waited, by the kind of caller (`upload`,
+  `source`, `ingest`, `other`: never the token, workspace or source);
 - `rag_publish_queue_depth` and `rag_publish_queue_oldest_seconds`, read from the store when scraped.
 
 No label holds a query, an answer, a document's name or id, or a token: only names the code
@@ -45,7 +48,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from opentelemetry import trace
-from prometheus_client import Counter, Histogram, disable_created_metrics
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
 log = logging.getLogger("rag.telemetry")
 T = TypeVar("T")
@@ -73,6 +76,10 @@ EMBED_BATCHES = Counter("rag_embedding_batches", "Batches the embedding model co
 EMBED_TEXTS = Counter("rag_embedding_texts", "Texts the embedding model computed (cache misses).", ["kind"])
 SYNCS = Counter("rag_source_syncs", "Source syncs ended, by source and outcome.", ["source", "outcome"])
 ERRORS = Counter("rag_errors", "Store and lane errors met while serving.", ["part"])
+PARSE_QUEUED = Gauge("rag_parse_queue_length", "Files waiting for a parse worker (rag/ingest/sandbox.py).",
+                     multiprocess_mode="livesum")
+PARSE_WAIT_SECONDS = Histogram("rag_parse_wait_seconds", "Time a file waited for a parse worker, by the kind of "
+                               "caller: upload, source, ingest, other.", ["caller"], buckets=_SECONDS + (120.0, 300.0))
 GAVE_WAY = Counter("rag_compute_gave_way_seconds", "Seconds searches waited between their stages for a lighter "
                    "caller's search (rag/turns.py).")
 

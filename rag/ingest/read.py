@@ -12,9 +12,11 @@ from rag.ingest.parse import ParsedDocument
 from rag.ingest.sandbox import shared_pool
 
 
-def parse_bytes(data: bytes, filename: str, fallback_title: str | None = None) -> ParsedDocument:
+def parse_bytes(data: bytes, filename: str, fallback_title: str | None = None, *, caller: str = "",
+                upload: bool = False) -> ParsedDocument:
     """Parse one file's bytes by its suffix. Raises UnreadableFile (a ValueError) when it cannot,
-    FileTooComplex when it would pass a bound."""
+    FileTooComplex when it would pass a bound. `caller`: whose file it is, for the workers' fair
+    share (rag/ingest/sandbox.py); `upload`: under an upload's OCR budget."""
     if PurePath(filename).suffix.lower() in BINARY_PARSERS:
-        return shared_pool().parse(data, filename, fallback_title)
+        return shared_pool().parse(data, filename, fallback_title, caller=caller, upload=upload)
     return parse_here(data, filename, fallback_title)

@@ -26,7 +26,23 @@ process that parsed untrusted bytes says.
 
 The pool is driven by threads of its own (one per worker): a caller waits on a future, so an
 async endpoint awaits it without holding a thread (`parse_async`), and a command or directory
-ingest waits as before (`parse`). `close` kills every worker at once, and a parse waiting on one
+ingest waits as before (`parse`).
+
+The workers are shared fairly between callers (issue 49: one token's two OCR uploads held both
+workers for a minute while another's 84-byte page waited). Each file is submitted with its
+caller's key (`upload:<workspace>:<token>`, `source:<workspace>:<source>`, `ingest:<workspace>:<root>`;
+`""` for a caller that names none) and waits in that caller's own queue; a free worker takes the
+next file of the caller served longest ago (round robin, a caller new to the queue first), so a
+caller with many files waiting makes another's wait for at most the files already running. And one
+caller holds at most `caller_workers` workers at once (default: all but one), alone too: a worker
+is always left for the next caller, who never waits behind a file that may take minutes. With one
+worker no share is possible; the round robin and an upload's OCR budget (below) bound that wait.
+
+An upload's OCR has a budget of its own (`Limits.upload_ocr_seconds`, `RAG_PARSING__UPLOAD_OCR_SECONDS`),
+smaller than a sync's (`RAG_PARSING__OCR_SECONDS`): a request waits for it, and a scanned file of
+many pages belongs in a source. Each job carries its own bounds to the worker. How many files wait
+and how long each waited are metrics (`rag_parse_queue_length`, `rag_parse_wait_seconds`,
+rag/telemetry.py). `close` kills every worker at once, and a parse waiting on one
 fails with ParsingStopped: a shutdown is never held by a parse (`rag serve` stops parsing on
 SIGTERM/SIGINT, rag/api/app.py; any process when it exits). A worker whose service died without
 closing it is killed by the kernel (PR_SET_PDEATHSIG), and it stops on its own when the pipe closes.
@@ -45,7 +61,6 @@ import dataclasses
 import json
 import logging
 import os
-import queue
 import resource
 import signal
 import socket
@@ -54,6 +69,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
 from importlib import import_module
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
@@ -90,6 +106,14 @@ class Limits:
     timeout_seconds: float = 180.0
     max_chars: int = 20_000_000
     ocr: OcrLimits = OcrLimits()  # OCR's own bounds; a file it may read gets its seconds on top
+    upload_ocr_seconds: float = 30.0  # an upload's OCR: at most this, a file and a page (its request waits)
+    caller_workers: int | None = None  # workers one caller may hold at once; None: all but one
+
+    def for_upload(self) -> Limits:
+        """These bounds with an upload's OCR budget: `upload_ocr_seconds` a file, and a page."""
+        seconds = min(self.ocr.seconds, self.upload_ocr_seconds)
+        ocr = dataclasses.replace(self.ocr, seconds=seconds, page_seconds=min(self.ocr.page_seconds, seconds))
+        return dataclasses.replace(self, ocr=ocr)
 
 
 # ----- the worker process -----
@@ -247,41 +271,89 @@ class _Slot:
                 conn.close()
 
 
+def _queued(change: int) -> None:
+    """Files waiting for a worker, in this process (`rag_parse_queue_length`). Kept whether
+    telemetry is on or not, so that turning it on or off between a file's queueing and its turn
+    leaves no file counted for ever. Imported here, not at the top: a worker (this module run as a
+    program) keeps no metrics."""
+    from rag import telemetry
+
+    if change:
+        telemetry.PARSE_QUEUED.inc(change)
+
+
+def _waited(job: _Job) -> None:
+    from rag import telemetry
+
+    if telemetry.enabled:
+        telemetry.PARSE_WAIT_SECONDS.labels(caller_kind(job.caller)).observe(time.monotonic() - job.queued)
+
+
+@dataclass
+class _Job:
+    """A file waiting for a worker: whose it is, its bounds, since when it waits."""
+
+    future: Future
+    work: tuple[bytes, str, str | None]
+    limits: Limits
+    caller: str
+    queued: float = dataclasses.field(default_factory=time.monotonic)
+
+
+def caller_kind(caller: str) -> str:
+    """What kind of caller a key names, the only part of it a metric's label shows."""
+    kind = caller.split(":", 1)[0]
+    return kind if kind in ("upload", "source", "ingest") else "other"
+
+
 class ParsePool:
-    """Worker processes parsing files under `limits`, at most `workers` at once; the rest queue."""
+    """Worker processes parsing files under `limits`, at most `workers` at once; the rest queue,
+    one queue per caller, served in turn (see the module's text)."""
 
     def __init__(self, workers: int, limits: Limits | None = None) -> None:
         self.workers = max(1, workers)
         self.limits = limits or Limits()
-        self._jobs: queue.Queue[tuple[Future, tuple[bytes, str, str | None]] | None] = queue.Queue()
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # a file queued, a worker freed, the pool closed
+        self._waiting: dict[str, deque[_Job]] = {}  # each caller's files, in the order it sent them
+        self._held: dict[str, int] = {}  # the workers each caller holds now
+        self._served: dict[str, int] = {}  # the turn each caller with files here was last served in
+        self._turn = 0
         self._threads: list[threading.Thread] = []
         self._slots: list[_Slot] = []
-        self._busy = 0
         self._closed = False
         self._running: dict[Future, _Slot] = {}
         self.last_peak_mib = 0.0  # the memory high-water mark of the worker of the last file parsed (tests)
 
     # -- callers --
 
-    def submit(self, data: bytes, filename: str, fallback_title: str | None = None) -> Future:
+    def submit(self, data: bytes, filename: str, fallback_title: str | None = None, *, caller: str = "",
+               upload: bool = False) -> Future:
+        """Queue the file as `caller`'s; `upload`: under an upload's OCR budget."""
         future: Future = Future()
+        limits = self.limits.for_upload() if upload else self.limits
         with self._lock:
             if self._closed:
                 raise ParsingStopped("the service is stopping; the file was not read")
             if not self._threads:
                 self._start_threads()
-            self._jobs.put((future, (data, filename, fallback_title)))
+            self._waiting.setdefault(caller, deque()).append(_Job(future, (data, filename, fallback_title),
+                                                                  limits, caller))
+            _queued(1)
+            self._changed.notify()
+        future.add_done_callback(self._dropped)
         return future
 
-    def parse(self, data: bytes, filename: str, fallback_title: str | None = None) -> ParsedDocument:
+    def parse(self, data: bytes, filename: str, fallback_title: str | None = None, *, caller: str = "",
+              upload: bool = False) -> ParsedDocument:
         """Parse in a worker and wait. Raises UnreadableFile (FileTooComplex for a bound) or ParsingStopped."""
-        return self.submit(data, filename, fallback_title).result()
+        return self.submit(data, filename, fallback_title, caller=caller, upload=upload).result()
 
-    async def parse_async(self, data: bytes, filename: str, fallback_title: str | None = None) -> ParsedDocument:
+    async def parse_async(self, data: bytes, filename: str, fallback_title: str | None = None, *,
+                          caller: str = "", upload: bool = False) -> ParsedDocument:
         """As parse, awaited: the caller's thread is free meanwhile (a file still waiting for a
         worker is dropped from the queue when the caller is cancelled)."""
-        future = self.submit(data, filename, fallback_title)
+        future = self.submit(data, filename, fallback_title, caller=caller, upload=upload)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
@@ -292,9 +364,16 @@ class ParsePool:
                         slot.process.kill()  # its thread sees the pipe close, reaps and replaces it
             raise
 
+    def share(self) -> int:
+        """The workers one caller may hold at once: `caller_workers`, else all but one (at least one)."""
+        wanted = self.limits.caller_workers
+        return max(1, min(self.workers, wanted if wanted is not None else self.workers - 1))
+
     def stats(self) -> dict[str, int]:
         """busy: files being parsed now; capacity: the workers; queued: files waiting for one."""
-        return {"busy": self._busy, "capacity": self.workers, "queued": self._jobs.qsize()}
+        with self._lock:
+            return {"busy": sum(self._held.values()), "capacity": self.workers,
+                    "queued": sum(map(len, self._waiting.values()))}
 
     def close(self) -> None:
         """Kill every worker now; parses in flight and queued fail with ParsingStopped."""
@@ -302,23 +381,70 @@ class ParsePool:
             if self._closed:
                 return
             self._closed = True
-            for _ in self._threads:
-                self._jobs.put(None)
+            waiting = [job for jobs in self._waiting.values() for job in jobs]
+            self._waiting.clear()
+            _queued(-len(waiting))
+            self._changed.notify_all()
         for slot in list(self._slots):
             slot.kill()
-        while True:
-            try:
-                item = self._jobs.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None and item[0].set_running_or_notify_cancel():
-                item[0].set_exception(ParsingStopped("the service is stopping; the file was not read"))
+        for job in waiting:
+            if job.future.set_running_or_notify_cancel():
+                job.future.set_exception(ParsingStopped("the service is stopping; the file was not read"))
 
     def __enter__(self) -> ParsePool:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- the fair queue --
+
+    def _take(self) -> _Job | None:
+        """The next file a free worker parses (None: the pool is closed): the first file of the
+        caller served longest ago among those under their share. Waits until there is one."""
+        with self._changed:
+            while not self._closed:
+                share = self.share()
+                ready = [c for c in self._waiting if self._held.get(c, 0) < share]
+                if ready:
+                    caller = min(ready, key=lambda c: self._served.get(c, 0))
+                    jobs = self._waiting[caller]
+                    job = jobs.popleft()
+                    if not jobs:
+                        del self._waiting[caller]
+                    self._turn += 1
+                    self._served[caller] = self._turn
+                    self._held[caller] = self._held.get(caller, 0) + 1
+                    _queued(-1)
+                    _waited(job)
+                    return job
+                self._changed.wait()
+            return None
+
+    def _release(self, caller: str) -> None:
+        with self._changed:
+            left = self._held.pop(caller, 0) - 1
+            if left > 0:
+                self._held[caller] = left
+            elif caller not in self._waiting:
+                self._served.pop(caller, None)  # nothing here any more: it comes back as new
+            self._changed.notify_all()
+
+    def _dropped(self, future: Future) -> None:
+        """A file cancelled while it waited leaves its caller's queue (a done callback)."""
+        if not future.cancelled():
+            return
+        with self._lock:
+            for caller, jobs in list(self._waiting.items()):
+                for job in jobs:
+                    if job.future is future:
+                        jobs.remove(job)
+                        _queued(-1)
+                        if not jobs:
+                            del self._waiting[caller]
+                            if not self._held.get(caller):
+                                self._served.pop(caller, None)
+                        return
 
     # -- the threads that drive the workers --
 
@@ -332,29 +458,27 @@ class ParsePool:
 
     def _drive(self, slot: _Slot) -> None:
         while True:
-            item = self._jobs.get()
-            if item is None or self._closed:
+            job = self._take()
+            if job is None:
                 slot.kill()
-                if item is not None and item[0].set_running_or_notify_cancel():
-                    item[0].set_exception(ParsingStopped("the service is stopping; the file was not read"))
                 return
-            future, job = item
-            if not future.set_running_or_notify_cancel():
-                continue
-            with self._lock:
-                self._busy += 1
-                self._running[future] = slot
+            future = job.future
             try:
-                future.set_result(self._run(slot, job))
-            except BaseException as exc:  # noqa: BLE001 - the caller gets whatever it was
-                future.set_exception(exc)
-            finally:
+                if not future.set_running_or_notify_cancel():
+                    continue
                 with self._lock:
-                    self._busy -= 1
-                    del self._running[future]
+                    self._running[future] = slot
+                try:
+                    future.set_result(self._run(slot, job.work, job.limits))
+                except BaseException as exc:  # noqa: BLE001 - the caller gets whatever it was
+                    future.set_exception(exc)
+                finally:
+                    with self._lock:
+                        del self._running[future]
+            finally:
+                self._release(job.caller)
 
-    def _run(self, slot: _Slot, job: tuple[bytes, str, str | None]) -> ParsedDocument:
-        limits = self.limits
+    def _run(self, slot: _Slot, job: tuple[bytes, str, str | None], limits: Limits) -> ParsedDocument:
         try:
             if not slot.alive():
                 self._restart(slot)
@@ -370,7 +494,7 @@ class ParsePool:
             # At most what a body of max_chars can take as JSON (6 bytes a character escaped), and room around it.
             raw = slot.conn.recv_bytes(maxlength=limits.max_chars * 6 + (1 << 20))
         except (EOFError, OSError):
-            raise self._died(slot, job[1]) from None
+            raise self._died(slot, job[1], limits) from None
         try:
             answer = json.loads(raw)
         except ValueError:  # not what a worker writes: it is not trusted with another file
@@ -402,7 +526,7 @@ class ParsePool:
             if slot.conn.poll(min(left, _SAMPLE_SECONDS)):
                 return True
 
-    def _died(self, slot: _Slot, filename: str) -> Exception:
+    def _died(self, slot: _Slot, filename: str, limits: Limits) -> Exception:
         """The worker died before it answered: which bound stopped it, from how it ended."""
         code = slot.reap()
         slot.kill()
@@ -411,9 +535,9 @@ class ParsePool:
             return ParsingStopped("the service is stopping; the file was not read")
         log.warning("parsing %s: the worker ended with %s", filename, code)
         if code == -signal.SIGXCPU:
-            return too_complex("time", f"more than {self.limits.cpu_seconds} s of CPU")
+            return too_complex("time", f"more than {limits.cpu_seconds} s of CPU")
         if code is not None and -code in _CRASH_SIGNALS:  # PDFium aborts when an allocation fails
-            return too_complex("memory", f"{self.limits.memory_mib} MiB")
+            return too_complex("memory", f"{limits.memory_mib} MiB")
         return UnreadableFile("the file could not be read (damaged, or not what its extension says)")
 
     def _outcome(self, answer: tuple[Any, ...], filename: str) -> ParsedDocument:
@@ -455,7 +579,8 @@ def configure_from(parsing: Any) -> None:
     configure(parsing.worker_count, Limits(parsing.memory_mib, parsing.cpu_seconds, parsing.timeout_seconds,
                                            parsing.max_chars, OcrLimits(
                                                parsing.ocr_command, parsing.ocr_languages, parsing.ocr_max_pages,
-                                               parsing.ocr_page_seconds, parsing.ocr_seconds)))
+                                               parsing.ocr_page_seconds, parsing.ocr_seconds),
+                                           parsing.upload_ocr_seconds, parsing.caller_workers))
 
 
 def shared_pool() -> ParsePool:

@@ -9,7 +9,9 @@ The upload endpoint is async: the file is parsed in a worker process (rag/ingest
 the request waits for it in the event loop, holding none of the threads that serve the other
 requests (44 uploads parsing at once once held every thread: a listing then took 11 s, issue 27).
 One token has at most `RAG_UPLOADS__PER_TOKEN` uploads in progress (another is 429,
-`too_many_uploads`); all of them share the parse workers, as many at once as there are workers.
+`too_many_uploads`); all of them share the parse workers, as many at once as there are workers,
+each token's files in a queue of its own served in turn, one token holding at most its share of
+the workers, and an upload's OCR under its own budget (`RAG_PARSING__UPLOAD_OCR_SECONDS`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from rag.service.indexing.originals import (
     content_disposition,
     parse_file_async,
     too_large_message,
+    upload_caller,
 )
 from rag.service.content.views import CreatedDocument
 from rag.settings import Settings
@@ -153,7 +156,7 @@ async def upload_document(
     else:
         release = await acquire_async(upload_limiter(svc), caller_key(principal))
         try:
-            parsed = await parse_file_async(data, filename)
+            parsed = await parse_file_async(data, filename, upload_caller(principal))
         finally:
             release()
     try:

@@ -116,21 +116,29 @@ class FileTooComplex(InvalidArgument):
     code = "file_too_complex"
 
 
-def parse_file(data: bytes, filename: str) -> ParsedDocument:
-    """The file's Markdown text, or InvalidArgument with the parser's reason, naming the file."""
-    return parsed_file(lambda: parse_bytes(data, filename), filename)
+def upload_caller(principal: Principal) -> str:
+    """Whose upload a parse is, for the parse workers' fair share (rag/ingest/sandbox.py): the
+    workspace and the token (or the actor, for a caller without one)."""
+    who = f"token:{principal.token_id}" if principal.token_id is not None else f"actor:{principal.actor}"
+    return f"upload:{principal.workspace_id}:{who}"
 
 
-async def parse_file_async(data: bytes, filename: str) -> ParsedDocument | InvalidArgument:
+def parse_file(data: bytes, filename: str, caller: str = "") -> ParsedDocument:
+    """The uploaded file's Markdown text, or InvalidArgument with the parser's reason, naming the
+    file. Parsed as `caller`'s, under an upload's OCR budget."""
+    return parsed_file(lambda: parse_bytes(data, filename, caller=caller, upload=True), filename)
+
+
+async def parse_file_async(data: bytes, filename: str, caller: str = "") -> ParsedDocument | InvalidArgument:
     """parse_file awaited, without holding the caller's thread: the document, or the refusal
     (returned, for upload_document to raise in its recorded call). ParsingStopped (the service is
     stopping) is raised."""
     from rag.ingest.sandbox import shared_pool
 
     if PurePosixPath(filename).suffix.lower() not in BINARY_PARSERS:  # text: parsed here, it is cheap
-        return _refusal(lambda: parse_file(data, filename))
+        return _refusal(lambda: parse_file(data, filename, caller))
     try:
-        parsed = await shared_pool().parse_async(data, filename)
+        parsed = await shared_pool().parse_async(data, filename, caller=caller, upload=True)
     except Exception as exc:  # noqa: BLE001 - mapped as parse_file maps it
         return _refusal(functools.partial(parsed_file, functools.partial(_reraise, exc), filename))
     return _refusal(lambda: parsed_file(lambda: parsed, filename))
@@ -203,7 +211,7 @@ class Originals:
         summary, metadata = summary_arg(summary), metadata_arg(metadata)
         if isinstance(parsed, InvalidArgument):
             raise parsed
-        parsed = parsed if parsed is not None else parse_file(data, filename)
+        parsed = parsed if parsed is not None else parse_file(data, filename, upload_caller(principal))
         name = name_arg(name if name is not None else parsed.title[:MAX_NAME_CHARS], "document")
         body = content_arg(parsed.body)
         with self.db.session() as session:

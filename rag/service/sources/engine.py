@@ -130,6 +130,13 @@ class Target:
     def source_id(self, item_id: str) -> str:
         return self.id_prefix + item_id
 
+    @property
+    def parse_caller(self) -> str:
+        """Whose files a sync parses, for the parse workers' fair share (rag/ingest/sandbox.py)."""
+        if self.source_pk is not None:
+            return f"source:{self.kb.workspace_id}:{self.source_pk}"
+        return f"ingest:{self.kb.workspace_id}:{self.root_key}"
+
 
 @dataclass
 class _Ready:
@@ -306,7 +313,8 @@ class SyncEngine:
                     item = next(queue, None)
                     if item is None:
                         break
-                    pending.append((item, pool.submit(self._read, connector, item, previous.get(item.id), report)))
+                    pending.append((item, pool.submit(self._read, connector, item, previous.get(item.id), report,
+                                                             target.parse_caller)))
                 if not pending:
                     break
                 item, future = pending.popleft()
@@ -343,7 +351,8 @@ class SyncEngine:
             report.warnings.extend((label, w) for w in ready.parsed.warnings)
         return ready
 
-    def _read(self, connector: Connector, item: Item, previous: dict | None, report: SyncReport) -> _Ready:
+    def _read(self, connector: Connector, item: Item, previous: dict | None, report: SyncReport,
+              caller: str = "") -> _Ready:
         began = time.perf_counter()
         try:
             fetched = self._fetch(connector, item, previous)
@@ -354,7 +363,7 @@ class SyncEngine:
         filename = fetched.filename or item.filename
         began = time.perf_counter()
         try:
-            parsed = fetched.parsed or _parse(fetched.data, filename, item.title)
+            parsed = fetched.parsed or _parse(fetched.data, filename, item.title, caller)
         finally:
             report.timed("parsing", time.perf_counter() - began)
         if item.title:
@@ -577,10 +586,10 @@ class SyncEngine:
                 return
 
 
-def _parse(data: bytes, filename: str, title: str | None) -> ParsedDocument:
-    """The bytes parsed by their format; UnreadableFile says why they cannot be."""
+def _parse(data: bytes, filename: str, title: str | None, caller: str = "") -> ParsedDocument:
+    """The bytes parsed by their format, as `caller`'s; UnreadableFile says why they cannot be."""
     try:
-        return parse_bytes(data, filename, title or humanize(PurePosixPath(filename).stem))
+        return parse_bytes(data, filename, title or humanize(PurePosixPath(filename).stem), caller=caller)
     except UnreadableFile:
         raise
     except Exception:  # a parser's own failure on a strange file must not stop the rest of the sync
