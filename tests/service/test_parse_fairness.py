@@ -119,6 +119,9 @@ def test_a_callers_queued_files_wait_for_another_callers_turn(gate: Gate) -> Non
         gate.release()  # the first scan ends; the worker takes the next file
         assert small.result(timeout=WAIT_S).title == "Small"
         assert first.result(timeout=WAIT_S).ocr == [1]
+        deadline = time.monotonic() + WAIT_S  # a future's callbacks run just after its waiters wake
+        while not started_when_read and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert started_when_read == [1]  # the second scan had not started when B's page was read
         finish(gate, [second])
 
