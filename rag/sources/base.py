@@ -67,6 +67,7 @@ class Fetched:
     version: str | None = None  # the version the fetch saw, when it differs from the listing's
     parsed: ParsedDocument | None = None
     url: str | None = None  # where it was finally found (after redirects), when not the item's
+    warnings: list[str] = field(default_factory=list)  # reported with the item, beside its parse's (links cut)
 
 
 class BodyTooLarge(Exception):
