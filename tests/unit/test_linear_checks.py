@@ -16,6 +16,7 @@ from rag.ingest.chunk import Chunker
 from rag.ingest.formats import parse_here
 from rag.ingest.formats.code import SECRET_CONTENT, holds_private_key, secret_reason
 from rag.ingest.parse import first_heading, strip_template_tags
+from rag.synthesize.sentences import units
 
 LINEAR = 8.0  # 4x the input: linear ~4, quadratic ~16; room for noise on a shared machine
 HEADER = b"-----BEGIN RSA PRIVATE KEY-----\n"
@@ -84,6 +85,14 @@ def test_the_chunker_reads_headings_in_linear_time(body: str) -> None:
     assert ratio < LINEAR, f"4x the heading cost {ratio:.1f}x the CPU"
 
 
+@pytest.mark.parametrize("blank", [" \u2003", "\u2003"])
+def test_an_answer_reads_a_heading_full_of_blanks_in_linear_time(blank: str) -> None:
+    # At answer time, a retrieved chunk's lines are read for headings (rag/synthesize/sentences.py):
+    # 1,000 " \u2003" in one heading took 20 s of CPU in the serving process.
+    ratio = growth(units, lambda n: f"# a{blank * n}b\n\nSome text. More text here.\n", 150)
+    assert ratio < LINEAR, f"4x the blanks cost {ratio:.1f}x the CPU"
+
+
 # ----- the same answers as before -----
 
 def test_a_private_key_is_found_wherever_a_file_holds_one() -> None:
@@ -108,3 +117,5 @@ def test_template_tags_and_first_headings_read_as_before() -> None:
     assert first_heading("## Second level") is None
     assert first_heading("#no space") is None
     assert first_heading("# a ## b #\n") == "a ## b"
+    assert [unit.heading for unit in units("## Install it ##\n\nRun the installer. It takes a minute.\n")][:1] == [
+        "Install it"]
