@@ -62,6 +62,7 @@ from pydantic import Field, field_validator, model_validator
 from rag.ingest.formats import UnreadableFile, document_suffixes
 from rag.ingest.formats.webpage import MAX_LINKS
 from rag.ingest.read import parse_bytes
+from rag.ingest.sandbox import ParsingStopped
 from rag.sources.base import Connector, Fetched, Item, ItemFailed, NotModified, SourceConfig, SourceUnavailable
 from rag.sources.http import Bounds, FetchFailed, HttpFetcher, Response
 
@@ -214,6 +215,8 @@ def _page_facts(body: bytes, url: str) -> _Facts:
         found = parse_bytes(body, "page.weblinks")
     except UnreadableFile as exc:  # a page no worker can read for links: listed, its links not followed
         return _Facts([], cut=f"its links were not read ({exc})")
+    except ParsingStopped:  # the service is stopping: the listing stops, nothing archived
+        raise SourceUnavailable("the sync was stopped before the site was listed", transient=True) from None
     robots = str(found.metadata.get("robots") or "")
     base = found.metadata.get("base")
     base_url = urljoin(url, base) if isinstance(base, str) and base else url

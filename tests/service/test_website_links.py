@@ -12,7 +12,7 @@ import pytest
 
 from rag.ingest.formats.webpage import MAX_LINKS
 from rag.sources.base import FetchLimits
-from rag.sources.website import _MAX_LINKS
+from rag.sources.website import _MAX_LINKS, _page_facts
 
 from ..support.processes import rag_run as rag
 from ..support.site_server import Resource, SiteServer, build_site
@@ -79,3 +79,14 @@ def test_the_sync_report_says_the_links_were_cut(flood_site: SiteServer, tmp_pat
     synced = rag(home, "source", "sync", "flood")  # the text report names each warning
     assert synced.returncode == 0 and "added=1 " in synced.stdout, synced.stdout + synced.stderr
     assert f"{FLOOD}: links cut: only its first {MAX_LINKS:,} links were read" in " ".join(synced.stderr.split())
+
+
+def test_a_pages_links_base_and_robots_meta_are_read_as_before() -> None:
+    page = (b'<html><head><meta name="ROBOTS" content="NoIndex"><base href="/docs/guide/">'
+            b'<base href="/ignored/"></head><body><a href=" install.html ">a</a><a>no href</a>'
+            b'<map><area href="../api.html#top"></map><a href="/docs/a\nb.html">x</a></body></html>')
+    facts = _page_facts(page, "http://127.0.0.1:9/docs/index.html")
+    assert facts.links == ["http://127.0.0.1:9/docs/guide/install.html", "http://127.0.0.1:9/docs/api.html#top",
+                           "http://127.0.0.1:9/docs/ab.html"]
+    assert facts.noindex and not facts.nofollow and facts.cut is None
+    assert _page_facts(b'<meta name=robots content="none, nofollow"><a href=x>', "http://h/").nofollow
