@@ -5,6 +5,10 @@ the title (front matter ``title``, a corpus record's ``title``, else the first h
 name) becomes the body's first heading. Template tags (``{% … %}``, ``{{ … }}``, ``{# … #}``) are
 stripped; YAML front matter becomes the document's metadata.
 
+Text and Markdown are parsed in the serving process (rag/ingest/formats/__init__.py), so every pass
+here costs time linear in the text (tests/unit/test_linear_checks.py): template tags and the first
+heading are read by string operations, not by regular expressions that backtrack (issue 49).
+
 Titles are derived text, so they are cleaned of markup (``clean_heading``: heading anchors such as
 ``{ #cors }``, HTML tags, emphasis, code and link markers); the body keeps its headings as written.
 """
@@ -23,8 +27,8 @@ TEXT_SUFFIXES = {".txt", ".text", ".rst"}
 SUPPORTED_SUFFIXES = MARKDOWN_SUFFIXES | TEXT_SUFFIXES
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
-_TEMPLATE_TAG = re.compile(r"\{%-?.*?-?%\}|\{\{-?.*?-?\}\}|\{#.*?#\}", re.DOTALL)
-_FIRST_HEADING = re.compile(r"\A\s*#\s+(.+?)\s*#*\s*(?:\n|\Z)")
+# A template tag's opener (the character after "{") -> its closer. Read by `strip_template_tags`.
+_TEMPLATE_CLOSERS = {"%": "%}", "{": "}}", "#": "#}"}
 _BLANK_RUNS = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 
 
@@ -63,7 +67,27 @@ def _json_safe(value: Any) -> Any:
 
 
 def strip_template_tags(text: str) -> str:
-    return _TEMPLATE_TAG.sub("", text)
+    """`text` without its template tags (`{% … %}`, `{{ … }}`, `{# … #}`, each to its first closer).
+
+    One pass: an opener whose closer is nowhere after it means no later opener of its kind closes
+    either, so each kind's closer is looked for at most once in vain (a regular expression with a lazy
+    `.*?` rescanned the rest of the text from every unclosed opener: quadratic, issue 49)."""
+    kept: list[str] = []
+    done = at = 0
+    unclosed: set[str] = set()
+    while (at := text.find("{", at)) >= 0 and at + 1 < len(text):
+        kind = text[at + 1]
+        closer = _TEMPLATE_CLOSERS.get(kind)
+        end = -1 if closer is None or kind in unclosed else text.find(closer, at + 2)
+        if end < 0:
+            if closer is not None:
+                unclosed.add(kind)
+            at += 1
+            continue
+        kept.append(text[done:at])
+        done = at = end + 2
+    kept.append(text[done:])
+    return "".join(kept)
 
 
 def _tidy(text: str) -> str:
@@ -72,11 +96,32 @@ def _tidy(text: str) -> str:
     return _BLANK_RUNS.sub("\n\n", "\n".join(lines)).strip("\n")
 
 
+def first_heading(content: str) -> str | None:
+    """The text of the level-1 heading `content` opens with (after white space), its closing `#`s and
+    trailing white space left out; None when it opens with none.
+
+    String operations, each a pass over the first line: a regular expression (`#\\s+(.+?)\\s*#*\\s*$`)
+    took time cubic in the white space inside a heading (2,000 spaces: 21 s of CPU, issue 49)."""
+    text = content.lstrip()
+    if not text.startswith("#"):
+        return None
+    after = text[1:]
+    words = after.lstrip()
+    if words == after:  # "#" then no white space: no level-1 heading
+        return None
+    if not words:  # nothing but white space to the end: a blank heading
+        blank = after[1:].replace("\n", "")
+        return blank[-1] if blank else None
+    end = words.find("\n")
+    line = words if end < 0 else words[:end]
+    return line[:max(1, len(line.rstrip().rstrip("#").rstrip()))]
+
+
 def with_title(title: str, content: str) -> str:
     """The body: the title as its first heading, then the content (unless it already opens so)."""
     content = content.strip("\n")
-    match = _FIRST_HEADING.match(content)
-    if match and clean_heading(match.group(1)).lower() == clean_heading(title).lower():
+    heading = first_heading(content)
+    if heading is not None and clean_heading(heading).lower() == clean_heading(title).lower():
         return content + "\n"
     return f"# {title}\n\n{content}\n" if content else f"# {title}\n"
 
@@ -102,8 +147,8 @@ def parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
     title = metadata.get("title")
     title = clean_heading(title) if isinstance(title, str) else ""
     if not title:
-        heading = _FIRST_HEADING.match(content)
-        title = (clean_heading(heading.group(1)) if heading else "") or fallback_title
+        heading = first_heading(content)
+        title = (clean_heading(heading) if heading is not None else "") or fallback_title
     title = " ".join(str(title).split())
     return ParsedDocument(title=title, body=with_title(title, content), metadata=metadata, warnings=warnings)
 

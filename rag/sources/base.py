@@ -67,6 +67,7 @@ class Fetched:
     version: str | None = None  # the version the fetch saw, when it differs from the listing's
     parsed: ParsedDocument | None = None
     url: str | None = None  # where it was finally found (after redirects), when not the item's
+    warnings: list[str] = field(default_factory=list)  # reported with the item, beside its parse's (links cut)
 
 
 class BodyTooLarge(Exception):
@@ -141,6 +142,7 @@ class SyncContext:
     allow_hosts: tuple[str, ...] = ()  # RAG_SOURCES__ALLOW_HOSTS: reachable although private (tests: 127.0.0.1)
     stop: threading.Event = field(default_factory=threading.Event)  # set: finish the item at hand, then stop
     workdir: Path | None = None  # the source's own directory (a clone, a cache), kept between syncs
+    parse_caller: str = ""  # whose files the sync has the parse workers read (their fair share, rag/ingest/sandbox.py)
 
 
 class Connector:

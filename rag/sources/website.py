@@ -29,6 +29,11 @@ crawl goes on through the links the page had last time. A 404 or 410 drops the p
 listing (it is gone: the engine archives it). A start URL or a sitemap that fails stops the listing
 (SourceUnavailable): a partial listing would archive what it missed.
 
+A page's links are read in a parse worker (`_page_facts`, rag/ingest/formats/webpage.py
+`parse_links`: a streaming read that builds no tree), never in the serving process: at most
+`MAX_LINKS` hrefs of a page come back, of which the first `_MAX_LINKS` distinct ones inside the
+prefix are followed; a page whose links were cut says so in the sync's warnings ("links cut: …").
+
 A page's bytes go to the engine named "<slug>.webpage": the parse worker extracts its main content
 (rag/ingest/formats/webpage.py, trafilatura); a linked file keeps its suffix (Content-Type decides
 when the URL has none) so the existing parsers read it. Links to other file types are listed as
@@ -51,11 +56,13 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 from urllib.robotparser import RobotFileParser
 
-import lxml.html
 from lxml import etree
 from pydantic import Field, field_validator, model_validator
 
-from rag.ingest.formats import document_suffixes
+from rag.ingest.formats import UnreadableFile, document_suffixes
+from rag.ingest.formats.webpage import MAX_LINKS
+from rag.ingest.read import parse_bytes
+from rag.ingest.sandbox import ParsingStopped
 from rag.sources.addresses import narrowed
 from rag.sources.base import Connector, Fetched, Item, ItemFailed, NotModified, SourceConfig, SourceUnavailable
 from rag.sources.http import Bounds, FetchFailed, HttpFetcher, Response
@@ -188,18 +195,35 @@ class _Page:
     state: Mapping[str, Any] | None = None  # what the next listing asks conditionally with
 
 
-def _page_facts(body: bytes, url: str) -> tuple[list[str], bool, bool]:
-    """A page's links (absolute) and its robots meta (noindex, nofollow). Its title is the parser's
-    (trafilatura's reading of `<title>`, `og:title` and the first heading, without the site's name)."""
+@dataclass
+class _Facts:
+    """What the listing needs of a page's HTML: its links (absolute, at most MAX_LINKS of the page),
+    its robots meta, and why its links were cut (None: none were)."""
+
+    links: list[str]
+    noindex: bool = False
+    nofollow: bool = False
+    cut: str | None = None
+
+
+def _page_facts(body: bytes, url: str, caller: str = "") -> _Facts:
+    """A page's links and robots meta (noindex, nofollow), read in a parse worker (rag/ingest/formats/
+    webpage.py `parse_links`, under the workers' bounds of memory, time and output): the serving
+    process gets back at most MAX_LINKS hrefs, never the page's tree (issue 49: a 45 MiB page of
+    links took it to 2.9 GB). Its title is the parser's (trafilatura's reading of `<title>`,
+    `og:title` and the first heading, without the site's name)."""
     try:
-        root = lxml.html.document_fromstring(body)
-    except (etree.LxmlError, ValueError):
-        return [], False, False
-    robots = " ".join(root.xpath("//meta[translate(@name,'ROBTS','robts')='robots']/@content")).lower()
-    base = root.xpath("//base/@href")
-    base_url = urljoin(url, base[0].strip()) if base else url
-    links = [urljoin(base_url, href.strip()) for href in root.xpath("//a/@href | //area/@href")]
-    return links, "noindex" in robots, "nofollow" in robots
+        found = parse_bytes(body, "page.weblinks", caller=caller)
+    except UnreadableFile as exc:  # a page no worker can read for links: listed, its links not followed
+        return _Facts([], cut=f"its links were not read ({exc})")
+    except ParsingStopped:  # the service is stopping: the listing stops, nothing archived
+        raise SourceUnavailable("the sync was stopped before the site was listed", transient=True) from None
+    robots = str(found.metadata.get("robots") or "")
+    base = found.metadata.get("base")
+    base_url = urljoin(url, base) if isinstance(base, str) and base else url
+    links = [urljoin(base_url, href) for href in found.body.split("\n") if href]
+    cut = f"only its first {MAX_LINKS:,} links were read" if found.metadata.get("cut") else None
+    return _Facts(links, "noindex" in robots, "nofollow" in robots, cut)
 
 
 class WebsiteConnector(Connector):
@@ -484,12 +508,18 @@ class WebsiteConnector(Connector):
         body = answer.body or b""
         suffix, kind = _suffix(url), answer.content_type
         links: list[str] = []
-        noindex = nofollow = False
+        noindex = False
+        warnings: list[str] = []
         if suffix in _file_suffixes():
             filename = self._filename(url, suffix)
         elif kind in _PAGE_TYPES or (not kind and suffix in (".html", ".htm")):
-            found, noindex, nofollow = _page_facts(body, url)
-            links = [] if nofollow else self._inside_links(found)
+            facts = _page_facts(body, url, self.context.parse_caller)
+            noindex = facts.noindex
+            links, dropped = ([], 0) if facts.nofollow else self._inside_links(facts.links)
+            cuts = [facts.cut] if facts.cut else []
+            if dropped:
+                cuts.append(f"{dropped:,} more links inside the prefix were not followed (at most {_MAX_LINKS:,} a page)")
+            warnings = [f"links cut: {'; '.join(cuts)}"] if cuts else []
             filename = self._filename(url, ".webpage")
         elif kind in _FILE_TYPES and self.cfg.include_files:
             filename = self._filename(url, _FILE_TYPES[kind])
@@ -498,17 +528,21 @@ class WebsiteConnector(Connector):
         version = "sha256:" + hashlib.sha256(body).hexdigest()[:32]
         state = {"etag": answer.header("etag"), "last_modified": answer.header("last-modified"),
                  "version": version, "filename": filename, "url": url}
-        return Fetched(data=body, filename=filename, state=state, version=version, url=url), links, noindex
+        fetched = Fetched(data=body, filename=filename, state=state, version=version, url=url, warnings=warnings)
+        return fetched, links, noindex
 
-    def _inside_links(self, links: list[str]) -> list[str]:
-        kept: list[str] = []
+    def _inside_links(self, links: list[str]) -> tuple[list[str], int]:
+        """The distinct links inside the prefix, the first `_MAX_LINKS` of them, and how many more there were."""
+        kept: dict[str, None] = {}
+        dropped: set[str] = set()
         for link in links:
             normal = normalize(link)
-            if normal and self._inside(normal) and normal not in kept:
-                kept.append(normal)
-                if len(kept) >= _MAX_LINKS:
-                    break
-        return kept
+            if normal and normal not in kept and self._inside(normal):
+                if len(kept) < _MAX_LINKS:
+                    kept[normal] = None
+                else:
+                    dropped.add(normal)
+        return list(kept), len(dropped)
 
     def _unchanged(self, url: str) -> _Page:
         state = self.previous.get(self.item_id(url)) or {}

@@ -15,8 +15,11 @@ byte (`source_of` does it, and the tests check it).
 
 Files that look like secrets (`secret_reason`: .env files, private keys, keystores,
 credentials.json, and any text holding a PEM private key) are never ingested: a folder walk skips
-them with the reason, and a file of a read suffix that holds a key is refused here. Bounds: the
-characters of the file and the length of a line (a minified or generated file is refused).
+them with the reason, and a file of a read suffix that holds a key is refused here. The key is
+looked for in one pass over the lines (`holds_private_key`), so its cost grows with the bytes alone:
+it runs in the serving process (an upload, a folder or Git sync), where a check quadratic in the
+lines held every request for a minute (issue 49). Bounds: the characters of the file and the length
+of a line (a minified or generated file is refused).
 """
 
 from __future__ import annotations
@@ -83,8 +86,12 @@ for _alias, _same in (("jsx", "javascript"), ("tsx", "typescript"), ("zsh", "bas
 
 _BACKTICKS = re.compile(r"`{3,}")
 _HEADING_LINE = re.compile(r"#{1,6} .*")
-_PRIVATE_KEY = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----\r?\n(?:[A-Za-z0-9+/=:, -]*\r?\n)*?"
-                          rb"[A-Za-z0-9+/=]{40,}\r?\n")
+# A PEM private key, read line by line (`holds_private_key`): a line ending in its header, then lines of
+# header fields or blank lines, then a line of 40 or more base64 characters (the key's body).
+_KEY_HEADER = b"-----BEGIN "
+_KEY_HEADER_REST = re.compile(rb"(?:[A-Z0-9]+ )*PRIVATE KEY-----")
+_KEY_FIELD_LINE = re.compile(rb"[A-Za-z0-9+/=:, -]*")
+_KEY_BODY_LINE = re.compile(rb"[ \t]*[A-Za-z0-9+/=]{40,}")
 _SECRET_NAMES = {"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "credentials.json", "client_secret.json",
                  ".netrc", ".pgpass", ".htpasswd", ".git-credentials", "secrets.json", "secrets.yaml", "secrets.yml"}
 _SECRET_SUFFIXES = {".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".env", ".ppk", ".asc", ".gpg"}
@@ -102,9 +109,35 @@ def secret_reason(filename: str, data: bytes | None = None) -> str | None:
     name = PurePath(filename).name.lower()
     if name in _SECRET_NAMES or name == ".env" or name.startswith(".env.") or PurePath(name).suffix in _SECRET_SUFFIXES:
         return SECRET_FILE
-    if data is not None and b"PRIVATE KEY-----" in data and _PRIVATE_KEY.search(data):
+    if data is not None and holds_private_key(data):
         return SECRET_CONTENT
     return None
+
+
+def _ends_in_key_header(line: bytes) -> bool:
+    start = line.rfind(_KEY_HEADER)  # the header's words hold no "-": only the last one can end the line
+    return start >= 0 and _KEY_HEADER_REST.fullmatch(line, start + len(_KEY_HEADER)) is not None
+
+
+def holds_private_key(data: bytes) -> bool:
+    """Whether `data` holds a PEM private key: one pass over its lines, each read a bounded number of
+    times (a key's header arms the scan, a line that is no part of a key disarms it), so the cost
+    grows with the bytes alone, whatever the number of headers (issue 49: a regular expression that
+    rescanned the lines after each header took a minute for 12,000 header lines)."""
+    first = data.find(b"PRIVATE KEY-----")
+    if first < 0:
+        return False
+    armed = False
+    lines = data[data.rfind(b"\n", 0, first) + 1:].split(b"\n")
+    for line in lines[:-1]:  # the last piece has no line end: neither a header nor a key's body line
+        line = line[:-1] if line.endswith(b"\r") else line
+        if armed:
+            if _KEY_BODY_LINE.fullmatch(line):
+                return True
+            armed = _KEY_FIELD_LINE.fullmatch(line) is not None
+        if line.endswith(b"PRIVATE KEY-----") and _ends_in_key_header(line):
+            armed = True
+    return False
 
 
 def _fence(code: str, language: str) -> str:

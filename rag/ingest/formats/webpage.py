@@ -165,3 +165,68 @@ def _structured(data: bytes, fallback_title: str, length: int) -> ParsedDocument
         return None
     parsed.metadata = {**parsed.metadata, "extracted_by": "html"}
     return parsed
+
+
+# ----- a crawled page's links, for the website connector's listing -----
+
+MAX_LINKS = 10_000  # hrefs one page gives the crawl (rag/sources/website.py keeps those inside its prefix)
+MAX_LINK_CHARS = 1_000_000  # characters of them all
+_MAX_META_CHARS = 2_000  # of the base URL and of the robots meta
+_FEED_CHARS = 1 << 16
+_URL_BLANKS = str.maketrans("", "", "\t\n\r")  # what a browser takes out of a URL (the WHATWG URL standard)
+
+
+class _LinkTarget:
+    """lxml parser target: the page's hrefs, its first `<base href>` and its robots meta, gathered as
+    the parser reads, with no tree built."""
+
+    def __init__(self) -> None:
+        self.hrefs: list[str] = []
+        self.chars = 0
+        self.base: str | None = None
+        self.robots = ""
+        self.full = False
+
+    def start(self, tag: str, attrib) -> None:
+        if tag in ("a", "area"):
+            href = attrib.get("href")
+            if href is None or self.full:
+                return
+            href = href.strip().translate(_URL_BLANKS)
+            if len(self.hrefs) >= MAX_LINKS or self.chars + len(href) > MAX_LINK_CHARS:
+                self.full = True
+                return
+            self.hrefs.append(href)
+            self.chars += len(href) + 1
+        elif tag == "base" and self.base is None and attrib.get("href") is not None:
+            self.base = attrib["href"].strip()[:_MAX_META_CHARS]
+        elif tag == "meta" and (attrib.get("name") or "").lower() == "robots" and len(self.robots) < _MAX_META_CHARS:
+            self.robots = f"{self.robots} {attrib.get('content') or ''}"[:_MAX_META_CHARS]
+
+    def close(self) -> None:
+        return None
+
+
+def parse_links(data: bytes, fallback_title: str) -> ParsedDocument:
+    """A page's links for the crawl (the internal suffix ".weblinks"): its hrefs (`<a>`, `<area>`), one
+    a line of the body, in the page's order, as written (the connector resolves them against the
+    page's URL and `metadata["base"]`); `metadata["robots"]`, its robots meta in lower case;
+    `metadata["cut"]`, True when the page had more than MAX_LINKS links or MAX_LINK_CHARS characters
+    of them and the rest were not read. lxml reads the page as a stream into a target that keeps
+    nothing but these, so a page of millions of links costs this worker its CPU time, not a tree of
+    them (issue 49: built in the serving process, 3.1 M links took 2.9 GB)."""
+    if len(data) > MAX_BYTES:
+        raise UnreadableFile("an HTML page larger than this service reads")
+    target = _LinkTarget()
+    parser = etree.HTMLParser(target=target, recover=True, no_network=True)
+    text = decode_html(data)
+    try:
+        for start in range(0, len(text), _FEED_CHARS):
+            parser.feed(text[start:start + _FEED_CHARS])
+            if target.full:
+                break
+        parser.close()
+    except (etree.LxmlError, ValueError):
+        pass  # what was read before the error stands: links are a crawl's hints
+    return ParsedDocument(title=fallback_title, body="\n".join(target.hrefs),
+                          metadata={"base": target.base, "robots": target.robots.lower(), "cut": target.full})

@@ -366,6 +366,8 @@ class SyncEngine:
             parsed = fetched.parsed or _parse(fetched.data, filename, item.title, caller)
         finally:
             report.timed("parsing", time.perf_counter() - began)
+        if fetched.warnings:  # what the connector saw (a page's links cut), reported with the parse's
+            parsed.warnings = [*parsed.warnings, *fetched.warnings]
         if item.title:
             parsed.title = item.title
         problem = name_problem(" ".join(parsed.title.split()), separators=False) or next(

@@ -480,6 +480,7 @@ class Sources:
                                total_seconds=s.item_timeout_seconds, max_items=s.max_items,
                                concurrency=s.concurrency, attempts=s.attempts, backoff_seconds=s.backoff_seconds),
             previous=previous, allow_hosts=tuple(s.allow_hosts), stop=stop, workdir=workdir,
+            parse_caller=f"source:{row.workspace_id}:{row.id}",  # as the Target's: one share per sync
         )
         connector = cls(config, context)
         connector.items = _limited(connector.items, s.max_items)  # type: ignore[method-assign]
