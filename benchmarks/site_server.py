@@ -7,7 +7,7 @@ Resources answer conditional GETs for real: an ETag (a hash of the body) and a L
 on If-None-Match or If-Modified-Since. A caller changes a page (`set_page`, a new ETag) or gives a
 path a behaviour: `Status(code)`, `Slow(seconds)` (the wait ends at once when the server stops),
 `Redirect(location)`, `Huge(size)` (a body streamed without Content-Length, stopped when the client
-goes). Every request is recorded (`requests`), so a test asserts what was asked and answered
+goes). A resource's `encoding` is sent as its Content-Encoding, its body as given. Every request is recorded (`requests`), so a test asserts what was asked and answered
 instead of sleeping. Nothing here imports rag or tests.
 """
 
@@ -58,6 +58,7 @@ class Resource:
     body: bytes
     content_type: str
     modified: float = field(default_factory=lambda: float(int(time.time()) - 3600))
+    encoding: str = ""  # sent as Content-Encoding: `body` is already encoded so (a hostile site's "gzip, gzip")
 
     @property
     def etag(self) -> str:
@@ -133,6 +134,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        if resource is not None and resource.encoding:
+            self.send_header("Content-Encoding", resource.encoding)
         if resource is not None:
             self.send_header("ETag", resource.etag)
             self.send_header("Last-Modified", email.utils.formatdate(resource.modified, usegmt=True))

@@ -1,0 +1,189 @@
+"""Hostile sources against the real connectors (docs/reliability.md, "Hostile input"): a website
+server sending compression bombs and encodings stacked or unknown, an IMAP server announcing huge
+literals and endless answers, a Git repository with symlinks, a huge blob and a long history.
+
+Each test asserts the bound that stopped the hostile input (the item's or the source's error, in a
+user's words) and this process's memory: the peak of Python's allocations (tracemalloc: every
+bytes object a decoder or a socket read makes, whatever the process's earlier peak) and the growth
+of its resident high-water mark (ru_maxrss), far below what the input would take read whole."""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import resource
+import struct
+import tracemalloc
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pytest
+
+from rag.sources.base import FetchLimits, Fetched, Item, ItemFailed, NotModified, SourceUnavailable, SyncContext
+from rag.sources.website import Config, WebsiteConnector
+
+from ..support.site_server import Resource, SiteServer, wrap
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+LIMITS = FetchLimits(max_bytes=2_000_000, timeout_seconds=2.0, total_seconds=8.0, attempts=1, backoff_seconds=0.05,
+                     concurrency=4)
+HTML = "text/html; charset=utf-8"
+
+
+# ----- memory -----
+
+@dataclass
+class Peak:
+    traced: int = 0  # bytes: the peak of Python's allocations inside the block
+    rss_growth: int = 0  # bytes: how far the process's resident high-water mark rose inside the block
+
+
+@contextmanager
+def peak() -> Iterator[Peak]:
+    gc.collect()
+    measured = Peak()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    tracemalloc.start()
+    try:
+        yield measured
+    finally:
+        measured.traced = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        measured.rss_growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+
+
+# ----- a hostile website server -----
+
+def gzip_zeros(size: int) -> bytes:
+    """`size` zero bytes gzipped (about size / 1000 bytes), built without holding them: one MiB
+    deflated and ended with a full flush is a byte-aligned segment that needs no history, so the
+    segment repeated is a valid stream."""
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    block = b"\0" * MiB
+    segment = squeeze.compress(block) + squeeze.flush(zlib.Z_FULL_FLUSH)
+    count = size // MiB
+    crc = 0
+    for _ in range(count):
+        crc = zlib.crc32(block, crc)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+    return header + segment * count + squeeze.flush() + struct.pack("<II", crc, (count * MiB) & 0xFFFFFFFF)
+
+
+PAGE = wrap("Encoded", "<p>" + "A page a server sends compressed, as most do, read in full. " * 20 + "</p>", [])
+
+
+def raw_deflate(data: bytes) -> bytes:
+    squeeze = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return squeeze.compress(data) + squeeze.flush()
+
+
+@pytest.fixture(scope="module")
+def bomb() -> bytes:
+    return gzip_zeros(GiB)  # 1 GiB of zeros in about 1 MB
+
+
+@pytest.fixture()
+def hostile_site(bomb: bytes) -> Iterator[SiteServer]:
+    pages = {  # path: (body, Content-Encoding)
+        "/docs/single.html": (bomb, "gzip"),  # 1 MB on the wire, under max_bytes; 1 GiB decoded
+        "/docs/double.html": (gzip.compress(bomb), "gzip, gzip"),  # the issue's 3,477-byte response
+        "/docs/triple.html": (gzip.compress(gzip.compress(bomb)), "gzip,gzip ,gzip"),
+        "/docs/compress.html": (b"\x1f\x9d\x90" + b"\0" * 100, "compress"),
+        "/docs/foo.html": (PAGE, "x-foo"),
+        "/docs/br.html": (PAGE, "br"),
+        "/docs/gzip.html": (gzip.compress(PAGE), "gzip"),
+        "/docs/xgzip.html": (gzip.compress(PAGE), "X-GZIP"),
+        "/docs/deflate.html": (zlib.compress(PAGE), "deflate"),
+        "/docs/rawdeflate.html": (raw_deflate(PAGE), "deflate"),
+        "/docs/identity.html": (PAGE, "identity"),
+        "/docs/corrupt.html": (b"\x1f\x8b\x08\x00garbage that is not deflate at all", "gzip"),
+    }
+    links = [(path, path) for path in pages]
+    site = {path: Resource(body, HTML, encoding=encoding) for path, (body, encoding) in pages.items()}
+    site["/docs/index.html"] = Resource(wrap("Index", "<p>The hostile pages.</p>", links), HTML)
+    site["/robots.txt"] = Resource(b"User-agent: *\nDisallow:\n", "text/plain")
+    server = SiteServer(site).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def website(site: SiteServer, **settings: Any) -> WebsiteConnector:
+    settings.setdefault("start_urls", [site.url("/docs/index.html")])
+    context = SyncContext(source_name="hostile", workspace="default", limits=LIMITS, allow_hosts=("127.0.0.1",))
+    return WebsiteConnector(Config(**settings), context)
+
+
+def synced(conn: WebsiteConnector) -> dict[str, Any]:
+    """What the engine does: list, then fetch every listed item from 4 threads; each item's outcome
+    (a Fetched, or the ItemFailed it was reported with)."""
+    items = list(conn.items())
+
+    def one(item: Item) -> Any:
+        if item.failed:
+            return ItemFailed(item.failed)
+        try:
+            return conn.fetch(item, None)
+        except (NotModified, ItemFailed) as exc:
+            return exc
+
+    with ThreadPoolExecutor(4) as pool:
+        return dict(zip((i.id for i in items), pool.map(one, items)))
+
+
+def test_compression_bombs_and_stacked_or_unknown_encodings_fail_their_item_in_bounded_memory(
+        hostile_site: SiteServer) -> None:
+    with peak() as used, website(hostile_site) as conn:
+        outcomes = synced(conn)
+    failed = {k: str(v) for k, v in outcomes.items() if isinstance(v, ItemFailed)}
+    assert "larger than this source reads (past 2000000 bytes)" in failed["/docs/single.html"]
+    assert "a body encoded more than once (gzip, gzip) is refused" in failed["/docs/double.html"]
+    assert "(gzip, gzip, gzip)" in failed["/docs/triple.html"]
+    assert "an encoding this source does not read (compress)" in failed["/docs/compress.html"]
+    assert "an encoding this source does not read (x-foo)" in failed["/docs/foo.html"]
+    assert "an encoding this source does not read (br)" in failed["/docs/br.html"]  # no brotli decoder installed
+    assert "does not decode as gzip" in failed["/docs/corrupt.html"]
+    assert all("Traceback" not in m and "zlib" not in m and "Error" not in m for m in failed.values())
+    for name in ("gzip", "xgzip", "deflate", "rawdeflate", "identity"):  # one layer of a known encoding is read
+        fetched = outcomes[f"/docs/{name}.html"]
+        assert isinstance(fetched, Fetched) and fetched.data == PAGE, name
+    assert all(r.headers.get("accept-encoding") == "gzip, deflate" for r in hostile_site.requests)
+    # 1 GiB decoded by the single layer, 1 GiB in one piece by the double one, read whole: the bound held
+    # the decoded bytes to max_bytes (2 MB) and a 64 KiB step, the bodies kept for fetch included
+    assert used.traced < 16 * MiB, used
+    assert used.rss_growth < 100 * MiB, used
+
+
+def test_robots_txt_and_sitemaps_are_decoded_under_their_bounds(hostile_site: SiteServer, bomb: bytes) -> None:
+    robots_bomb = gzip_zeros(256 * MiB)  # 250 KB on the wire: under robots.txt's 512 KiB, 256 MiB decoded
+    hostile_site.site["/robots.txt"] = Resource(robots_bomb, "text/plain", encoding="gzip")
+    with peak() as used:
+        with website(hostile_site) as conn, pytest.raises(SourceUnavailable, match="robots.txt cannot be read: "
+                                                          r"larger than this source reads \(past 524288 bytes\)"):
+            list(conn.items())
+        hostile_site.site["/robots.txt"] = Resource(gzip.compress(robots_bomb), "text/plain", encoding="gzip, gzip")
+        with website(hostile_site) as conn, pytest.raises(SourceUnavailable, match="encoded more than once"):
+            list(conn.items())
+        hostile_site.site["/robots.txt"] = Resource(gzip.compress(b"User-agent: *\nDisallow: /docs/gzip\n"),
+                                                    "text/plain", encoding="gzip")
+        hostile_site.site["/sitemap.xml"] = Resource(bomb, "application/xml", encoding="gzip")
+        with website(hostile_site, start_urls=[], sitemap=hostile_site.url("/sitemap.xml")) as conn, \
+                pytest.raises(SourceUnavailable, match="sitemap .* larger than this source reads"):
+            list(conn.items())
+        # a gzipped sitemap file sent gzip-encoded: two layers, each read by its own bounded reader
+        hostile_site.site["/sitemap.xml.gz"] = Resource(gzip.compress(bomb), "application/gzip", encoding="gzip")
+        with website(hostile_site, start_urls=[], sitemap=hostile_site.url("/sitemap.xml.gz")) as conn, \
+                pytest.raises(SourceUnavailable, match="sitemap .* larger than this source reads"):
+            list(conn.items())
+    assert used.traced < 16 * MiB, used
+    assert used.rss_growth < 100 * MiB, used
+    urls = "".join(f"<url><loc>{hostile_site.url(p)}</loc></url>" for p in ("/docs/gzip.html", "/docs/deflate.html"))
+    sitemap = f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'.encode()
+    hostile_site.site["/sitemap.xml"] = Resource(gzip.compress(sitemap), "application/xml", encoding="gzip")
+    with website(hostile_site, start_urls=[], sitemap=hostile_site.url("/sitemap.xml"), max_depth=0) as conn:
+        assert {i.id for i in conn.items()} == {"/docs/deflate.html"}  # the gzip-encoded robots.txt was read too
