@@ -10,9 +10,12 @@ of its resident high-water mark (ru_maxrss), far below what the input would take
 from __future__ import annotations
 
 import gc
+import socketserver
 import gzip
 import resource
 import struct
+import threading
+import time
 import tracemalloc
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +26,7 @@ from typing import Any, Iterator
 import pytest
 
 from rag.sources.base import FetchLimits, Fetched, Item, ItemFailed, NotModified, SourceUnavailable, SyncContext
+from rag.sources.imap import ImapConnector
 from rag.sources.website import Config, WebsiteConnector
 
 from ..support.site_server import Resource, SiteServer, wrap
@@ -187,3 +191,175 @@ def test_robots_txt_and_sitemaps_are_decoded_under_their_bounds(hostile_site: Si
     hostile_site.site["/sitemap.xml"] = Resource(gzip.compress(sitemap), "application/xml", encoding="gzip")
     with website(hostile_site, start_urls=[], sitemap=hostile_site.url("/sitemap.xml"), max_depth=0) as conn:
         assert {i.id for i in conn.items()} == {"/docs/deflate.html"}  # the gzip-encoded robots.txt was read too
+
+
+# ----- a hostile IMAP server -----
+
+HEADER = b"Message-ID: <m@example.org>\r\nSubject: A message\r\n\r\n"
+MESSAGE = HEADER + b"A short body.\r\n"
+
+
+class HostileImap(socketserver.ThreadingTCPServer):
+    """Just enough IMAP on 127.0.0.1 (no TLS) for the connector, and then hostile: `search` is
+    "plain" (UIDs 1 to 3), "endless" (untagged SEARCH lines as fast as they go) or "drip" (one
+    line every 0.1 s, never done); `header_literal` / `body_literal`: the size a header FETCH or a
+    message's FETCH announces (then at most `cap` bytes of it are sent, and nothing more);
+    `unsolicited`: records for that many UIDs never asked for, with a header FETCH's answer. Every
+    hostile stream stops after `cap` bytes or `drip_seconds` (so the code before the bounds
+    fails its test instead of hanging)."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _ImapHandler)
+        self.search = "plain"
+        self.header_literal: int | None = None
+        self.body_literal: int | None = None
+        self.unsolicited = 0
+        self.cap = 64 * MiB
+        self.drip_seconds = 6.0
+        self.stopping = threading.Event()
+        self.commands: list[str] = []
+
+    def __enter__(self) -> HostileImap:
+        threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self.shutdown()
+        self.server_close()
+
+    def connector(self, limits: FetchLimits) -> ImapConnector:
+        config = ImapConnector.Config.model_validate({"host": "127.0.0.1", "port": self.server_address[1],
+                                                      "security": "none", "username": "ada"})
+        return ImapConnector(config, SyncContext(source_name="mail", workspace="default", secret="pw",
+                                                 limits=limits, allow_hosts=("127.0.0.1",)))
+
+
+class _ImapHandler(socketserver.StreamRequestHandler):
+    server: HostileImap
+
+    def handle(self) -> None:
+        self.wfile.write(b"* OK hostile IMAP ready\r\n")
+        try:
+            while not self.server.stopping.is_set():
+                line = self.rfile.readline(10_000)
+                if not line:
+                    return
+                tag, _, rest = line.decode().strip().partition(" ")
+                self.server.commands.append(rest.split(" ", 2)[0] + " " + rest.split(" ", 2)[1] if
+                                            rest.startswith("UID") else rest.split(" ", 1)[0])
+                if not self.answer(tag, rest):
+                    return
+        except OSError:  # the client closed the connection: that is how a bound ends a hostile answer
+            return
+
+    def answer(self, tag: str, command: str) -> bool:
+        verb = command.split(" ", 1)[0].upper()
+        out = self.wfile.write
+        if verb == "CAPABILITY":
+            out(b"* CAPABILITY IMAP4rev1\r\n")
+        elif verb == "EXAMINE":
+            out(b"* 3 EXISTS\r\n* OK [UIDVALIDITY 7] UIDs valid\r\n")
+        elif verb == "LOGOUT":
+            out(b"* BYE bye\r\n" + f"{tag} OK done\r\n".encode())
+            return False
+        elif command.upper().startswith("UID SEARCH"):
+            return self.searched(tag)
+        elif command.upper().startswith("UID FETCH"):
+            return self.fetched(tag, command)
+        out(f"{tag} OK done\r\n".encode())
+        return True
+
+    def searched(self, tag: str) -> bool:
+        if self.server.search == "plain":
+            self.wfile.write(b"* SEARCH 1 2 3\r\n" + f"{tag} OK done\r\n".encode())
+            return True
+        line, sent, start = b"* SEARCH " + b" ".join(str(n).encode() for n in range(1, 2000)) + b"\r\n", 0, time.monotonic()
+        while sent < self.server.cap and time.monotonic() - start < self.server.drip_seconds:
+            if self.server.search == "drip":
+                self.wfile.write(b"* SEARCH 1\r\n")
+                self.server.stopping.wait(0.1)
+            else:
+                self.wfile.write(line)
+                sent += len(line)
+        self.server.stopping.wait(30)  # and then nothing: never the tagged answer
+        return False
+
+    def fetched(self, tag: str, command: str) -> bool:
+        listing = "RFC822.SIZE" in command and "HEADER.FIELDS" in command
+        announced = self.server.header_literal if listing else self.server.body_literal
+        if announced is not None:
+            self.wfile.write(b"* 1 FETCH (UID 1 RFC822.SIZE 100 BODY[] {%d}\r\n" % announced)
+            self.huge(announced)
+            return False
+        uids = [1, 2, 3] if listing else [int(command.split()[2])]
+        part = "BODY[HEADER.FIELDS (MESSAGE-ID DATE FROM SUBJECT)]" if listing else "BODY[]<0>"
+        data = HEADER if listing else MESSAGE
+        for uid in uids + (list(range(100, 100 + self.server.unsolicited)) if listing else []):
+            self.wfile.write(b"* %d FETCH (UID %d RFC822.SIZE %d %s {%d}\r\n%s)\r\n"
+                             % (uid, uid, len(MESSAGE), part.encode(), len(data), data))
+        self.wfile.write(f"{tag} OK done\r\n".encode())
+        return True
+
+    def huge(self, announced: int) -> None:
+        chunk, sent = b"\0" * (64 * 1024), 0
+        while sent < min(announced, self.server.cap):
+            self.wfile.write(chunk)
+            sent += len(chunk)
+        self.server.stopping.wait(30)  # and then nothing
+
+
+IMAP_LIMITS = FetchLimits(max_bytes=1_000_000, timeout_seconds=0.5, total_seconds=2.0, attempts=1,
+                          backoff_seconds=0.05)
+
+
+@pytest.fixture()
+def imap() -> Iterator[HostileImap]:
+    with HostileImap() as server:
+        yield server
+
+
+def test_a_plain_mailbox_of_the_hostile_imap_server_lists_only_the_uids_asked_for(imap: HostileImap) -> None:
+    imap.unsolicited = 5000  # a header FETCH answered with 5,000 records never asked for
+    with imap.connector(IMAP_LIMITS) as source:
+        items = list(source.items())
+        assert sorted(i.meta["uid"] for i in items) == [1, 2, 3]
+        assert source.fetch(items[0], None).data == MESSAGE
+
+
+def test_an_announced_huge_literal_is_refused_unread(imap: HostileImap) -> None:
+    imap.header_literal = 2 * GiB  # then 64 MiB of it sent, then nothing
+    with peak() as used:
+        with imap.connector(IMAP_LIMITS) as source, pytest.raises(SourceUnavailable) as listing:
+            source.items()
+        imap.header_literal, imap.body_literal = None, 2 * GiB
+        with imap.connector(IMAP_LIMITS) as source:
+            item = list(source.items())[0]
+            with pytest.raises(ItemFailed) as fetching:
+                source.fetch(item, None)
+    bound = "the server announced 2048.0 MB at once, past the bound of 1,000,001 bytes"
+    assert bound in str(listing.value) and "the connection was closed" in str(listing.value)
+    assert not listing.value.transient
+    assert str(fetching.value) == f"fetching INBOX/{item.meta['uid']} stopped: {bound}; the connection was closed"
+    assert used.traced < 8 * MiB, used  # not one 64 KiB step of the literal kept
+    assert used.rss_growth < 100 * MiB, used
+
+
+def test_an_endless_listing_stops_at_its_byte_bound(imap: HostileImap) -> None:
+    imap.search = "endless"  # 64 MiB of SEARCH lines, never the tagged end
+    with peak() as used, imap.connector(IMAP_LIMITS) as source, pytest.raises(SourceUnavailable) as caught:
+        source.items()
+    assert "stopped: an answer past 2.0 MB (the bound of one message, and 1 MB)" in str(caught.value)
+    assert used.traced < 16 * MiB, used
+    assert used.rss_growth < 100 * MiB, used
+
+
+def test_a_dripping_listing_stops_at_its_time_bound(imap: HostileImap) -> None:
+    imap.search = "drip"  # a line every 0.1 s: each read inside the 0.5 s timeout, the answer never done
+    with imap.connector(IMAP_LIMITS) as source, pytest.raises(SourceUnavailable) as caught:
+        source.items()
+    assert "stopped: no complete answer within 2 seconds" in str(caught.value)
+    assert imap.commands[-1] == "UID SEARCH"
