@@ -10,10 +10,12 @@ of its resident high-water mark (ru_maxrss), far below what the input would take
 from __future__ import annotations
 
 import gc
+import os
 import socketserver
 import gzip
 import resource
 import struct
+import subprocess
 import threading
 import time
 import tracemalloc
@@ -21,14 +23,19 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
 from rag.sources.base import FetchLimits, Fetched, Item, ItemFailed, NotModified, SourceUnavailable, SyncContext
+from rag.sources.git import SKIP_LINK, GitConnector
+from rag.sources.git import Config as GitConfig
+from rag.sources.gitrun import git_env, pinned, pinned_url
 from rag.sources.imap import ImapConnector
 from rag.sources.website import Config, WebsiteConnector
 
+from ..support.gitrepo import GitHttpServer
 from ..support.site_server import Resource, SiteServer, wrap
 
 MiB = 1024 * 1024
@@ -363,3 +370,142 @@ def test_a_dripping_listing_stops_at_its_time_bound(imap: HostileImap) -> None:
         source.items()
     assert "stopped: no complete answer within 2 seconds" in str(caught.value)
     assert imap.commands[-1] == "UID SEARCH"
+
+
+# ----- a hostile Git repository -----
+
+BIG = 32 * MiB
+HISTORY = 10_000
+NOTES = 10_000
+GIT_LIMITS = FetchLimits(max_bytes=1_000_000, timeout_seconds=30, total_seconds=30, attempts=1, backoff_seconds=0.05,
+                         max_items=20_000)
+
+
+def fast_import(bare: Path, stream: bytes) -> None:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(bare.parent), "LC_ALL": "C",
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+    for args in (["git", "init", "--quiet", "--bare", "--initial-branch=main", str(bare)],
+                 ["git", "--git-dir", str(bare), "fast-import", "--quiet"]):
+        done = subprocess.run(args, input=stream if "fast-import" in args else None, env=env, capture_output=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")
+
+
+def _data(content: bytes) -> bytes:
+    return b"data %d\n%s\n" % (len(content), content)
+
+
+def _commit(number: int, message: str, changes: list[bytes]) -> bytes:
+    return (b"commit refs/heads/main\nmark :%d\ncommitter T <t@example.org> %d +0000\n" % (number, 1_700_000_000 + number)
+            + _data(message.encode()) + b"".join(changes))
+
+
+@pytest.fixture(scope="module")
+def hostile_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GitHttpServer, str]]:
+    """A bare repository served by git's smart HTTP on 127.0.0.1: a first commit with symbolic links
+    out of the repository (a file's, a folder's), a 32 MiB blob, a readme and 10,000 notes, then
+    10,000 commits each changing a log, the last one renaming the readme."""
+    root = tmp_path_factory.mktemp("hostile-git")
+    first = [b"M 100644 :1 big.md\n",
+             b"M 120000 inline passwd.md\n" + _data(b"/etc/passwd"),
+             b"M 120000 inline up.md\n" + _data(b"../../../secrets.md"),
+             b"M 120000 inline root\n" + _data(b"/"),
+             b"M 100644 inline readme.md\n" + _data(b"# Readme\n\nThe one page a reader wants.\n"),
+             *(b"M 100644 inline notes/n%05d.md\n" % n + _data(b"# Note %d\n" % n) for n in range(NOTES))]
+    stream = [b"blob\nmark :1\n" + _data(b"# Big\n\n" + b"a" * (BIG - 7)), _commit(2, "the first commit", first)]
+    for n in range(HISTORY):
+        changes = [b"M 100644 inline log.md\n" + _data(b"# Log\n\nEntry %d.\n" % n)]
+        if n == HISTORY - 1:
+            changes.append(b"R readme.md guide/readme.md\n")
+        stream.append(_commit(3 + n, f"entry {n}", changes))
+    fast_import(root / "origin.git", b"".join(stream))
+    with GitHttpServer(root) as server:
+        yield server, f"{server.url}/origin.git"
+
+
+def git_source(repository: str, tmp_path: Path, limits: FetchLimits = GIT_LIMITS,
+               cursor: dict | None = None) -> GitConnector:
+    context = SyncContext(source_name="hostile-git", workspace="default", limits=limits, cursor=cursor or {},
+                          allow_hosts=("127.0.0.1",))
+    return GitConnector(GitConfig(repository=repository, cache_dir=str(tmp_path / "cache")), context)
+
+
+def test_a_hostile_repository_is_listed_within_its_bounds(hostile_repo: tuple[GitHttpServer, str],
+                                                          tmp_path: Path) -> None:
+    _, url = hostile_repo
+    with peak() as used:
+        source = git_source(url, tmp_path)
+        items = {item.id: item for item in source.items()}
+        link = items["passwd.md"]
+        big = items["big.md"]
+        fetched = {i: source.fetch(items[i], None) for i in ("guide/readme.md", "log.md")}
+        lied = Item(**{**big.__dict__, "failed": None, "meta": {"blob": big.version}})  # no size: asked of git
+        with pytest.raises(ItemFailed) as asked:
+            source.fetch(lied, None)
+        small = Item(**{**big.__dict__, "failed": None, "meta": {"blob": big.version, "size": 10}})
+        with pytest.raises(ItemFailed) as read:
+            source.fetch(small, None)  # listed small, the blob larger: git is stopped past the bound
+    assert len(items) == 6 + NOTES  # the tip's tree: one item per file, whatever the history
+    assert link.skip == SKIP_LINK and items["up.md"].skip == SKIP_LINK and items["root"].skip == SKIP_LINK
+    assert big.failed == f"the file is {BIG} bytes, more than the 1000000 bytes a file may have"
+    assert str(asked.value) == big.failed
+    assert str(read.value) == "the file cannot be read from the repository: git cat-file printed more than " \
+                              "1000000 bytes"
+    assert fetched["guide/readme.md"].data.startswith(b"# Readme")
+    assert fetched["log.md"].data == b"# Log\n\nEntry %d.\n" % (HISTORY - 1)
+    assert used.traced < 64 * MiB, used  # the 32 MiB blob never held; the 10,006 items are what is kept
+    assert used.rss_growth < 100 * MiB, used
+    narrow = FetchLimits(**{**GIT_LIMITS.__dict__, "max_items": 5_000})
+    with pytest.raises(SourceUnavailable, match="more than 5000 files under the source's paths"):
+        git_source(url, tmp_path / "narrow", narrow).items()
+
+
+def test_a_rename_is_found_across_ten_thousand_commits(hostile_repo: tuple[GitHttpServer, str],
+                                                       tmp_path: Path) -> None:
+    server, url = hostile_repo
+    first = subprocess.run(["git", "--git-dir", str(server.root / "origin.git"), "rev-parse", "main~9999"],
+                           capture_output=True, check=True, env={"PATH": os.environ.get("PATH", "")}).stdout.decode()
+    source = git_source(url, tmp_path, cursor={"commit": first.strip(), "branch": "main"})
+    items = {item.id: item for item in source.items()}
+    assert items["guide/readme.md"].moved_from == "readme.md"
+
+
+# ----- git is given the address that was checked -----
+
+def test_git_connects_to_the_checked_address_not_a_second_answer(hostile_repo: tuple[GitHttpServer, str],
+                                                                  tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name whose first answer (the check's) is 127.0.0.1 and whose next (git's own) would be
+    another: ".invalid" never resolves, so git reaches the server only through the pinned address."""
+    server, url = hostile_repo
+    port = server.httpd.server_address[1]
+    asked: list[str] = []
+
+    def first_answer(host: str, port: int, allow_hosts: tuple[str, ...] = ()) -> list[str]:
+        asked.append(host)
+        return ["127.0.0.1"]
+
+    monkeypatch.setattr("rag.sources.git.resolve", first_answer)
+    source = git_source(f"http://rebound.invalid:{port}/origin.git", tmp_path)
+    assert "guide/readme.md" in {item.id for item in source.items()}
+    assert asked == ["rebound.invalid"]
+    assert server.seen[-1]["host"] == f"rebound.invalid:{port}"  # the name kept for the server
+
+
+def test_the_checked_addresses_are_pinned_for_each_transport() -> None:
+    env = git_env(protocol="https", timeout=5, token=None, username="x")
+    count = int(env["GIT_CONFIG_COUNT"])
+    https = pinned(env, protocol="https", host="forge.example", port=443, addresses=["203.0.113.7", "2001:db8::7"])
+    assert https["GIT_CONFIG_COUNT"] == str(count + 1) and env["GIT_CONFIG_COUNT"] == str(count)
+    assert https[f"GIT_CONFIG_KEY_{count}"] == "http.curloptResolve"
+    assert https[f"GIT_CONFIG_VALUE_{count}"] == "forge.example:443:203.0.113.7,[2001:db8::7]"
+    ssh = pinned(git_env(protocol="ssh", timeout=5, token=None, username="x"), protocol="ssh", host="forge.example",
+                 port=22, addresses=["203.0.113.7"])
+    assert ssh["GIT_SSH_COMMAND"].endswith(" -o HostName=203.0.113.7 -o HostKeyAlias=forge.example")
+    assert pinned(env, protocol="https", host="203.0.113.7", port=443, addresses=["203.0.113.7"]) == env  # a literal
+    assert pinned_url("git://forge.example:9419/org/repo.git", "git", "forge.example", ["2001:db8::7"]) == \
+        "git://[2001:db8::7]:9419/org/repo.git"
+    assert pinned_url("git://forge.example/repo.git", "git", "forge.example", ["203.0.113.7"]) == \
+        "git://203.0.113.7/repo.git"
+    assert pinned_url("https://forge.example/repo.git", "https", "forge.example", ["203.0.113.7"]) == \
+        "https://forge.example/repo.git"  # https keeps its name (TLS checks it); curl is given the address
