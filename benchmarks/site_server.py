@@ -7,7 +7,7 @@ Resources answer conditional GETs for real: an ETag (a hash of the body) and a L
 on If-None-Match or If-Modified-Since. A caller changes a page (`set_page`, a new ETag) or gives a
 path a behaviour: `Status(code)`, `Slow(seconds)` (the wait ends at once when the server stops),
 `Redirect(location)`, `Huge(size)` (a body streamed without Content-Length, stopped when the client
-goes). A resource's `encoding` is sent as its Content-Encoding, its body as given. Every request is recorded (`requests`), so a test asserts what was asked and answered
+goes), `Drip(seconds, lasting)` (a body of one byte every `seconds`, for `lasting` seconds). A resource's `encoding` is sent as its Content-Encoding, its body as given. Every request is recorded (`requests`), so a test asserts what was asked and answered
 instead of sleeping. Nothing here imports rag or tests.
 """
 
@@ -50,7 +50,13 @@ class Huge:
     size: int  # bytes offered; the client is expected to stop long before
 
 
-Behaviour = Union[Status, Slow, Redirect, Huge]
+@dataclass(frozen=True)
+class Drip:
+    seconds: float  # between two bytes of a body
+    lasting: float = 30.0  # then the body ends (sooner when the client goes)
+
+
+Behaviour = Union[Status, Slow, Redirect, Huge, Drip]
 
 
 @dataclass
@@ -155,8 +161,27 @@ class _Handler(BaseHTTPRequestHandler):
             self._record(0)
             self.server.owner.stopping.wait(behaviour.seconds)
             self.close_connection = True
+        elif isinstance(behaviour, Drip):
+            self._drip(behaviour)
         else:
             self._huge(behaviour)
+
+    def _drip(self, behaviour: Drip) -> None:
+        self._record(200)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        owner, ends = self.server.owner, time.monotonic() + behaviour.lasting
+        while not owner.stopping.wait(behaviour.seconds) and time.monotonic() < ends:
+            try:
+                self.wfile.write(b"x")
+                self.wfile.flush()
+            except OSError:  # the client gave up
+                return
+            with owner.lock:
+                owner.dripped += 1
 
     def _huge(self, behaviour: Huge) -> None:
         self._record(200)
@@ -198,6 +223,7 @@ class SiteServer:
         self.behaviours: dict[str, Behaviour] = {}
         self.requests: list[Request] = []
         self.huge_sent = 0
+        self.dripped = 0  # bytes a `Drip` sent
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self._server: _Server | None = None

@@ -13,7 +13,7 @@ request here therefore:
 - follows redirects itself (at most `MAX_REDIRECTS`), checking each new host the same way;
 - streams the body and stops past `max_bytes` (a declared Content-Length past it is refused before
   reading), with a per-request timeout and a deadline for the whole request, redirects and
-  retries included;
+  retries included, checked at every socket read (a body dripping slowly stops at the deadline);
 - asks for `Accept-Encoding: gzip, deflate` and decodes the body itself from its raw bytes, one
   layer at most, with a bounded decompressor (`zlib` with `max_length`, 64 KiB of output per
   step): the bytes received and the bytes decoded both count against `max_bytes`, so a small
@@ -210,7 +210,9 @@ class HttpFetcher:
             raise FetchFailed(f"larger than this source reads ({int(declared)} bytes, the bound is {limit})")
         encoding = _encoding(headers.get("content-encoding", ""))
         try:
-            body = read_bounded(_decoded(answer.iter_raw(_CHUNK), encoding, limit), limit, deadline)
+            # the raw bytes as each socket read gives them (at most 64 KiB): the deadline is checked at every
+            # read, so a body dripping a byte at a time within the request timeout stops at the deadline
+            body = read_bounded(_decoded(answer.iter_raw(), encoding, limit), limit, deadline)
         except BodyTooLarge:
             raise FetchFailed(f"larger than this source reads (past {limit} bytes)") from None
         except BodyTooSlow:
