@@ -282,7 +282,7 @@ class _Bounded:
         self.deadline.count(size)
         chunks, left = [], size
         while left > 0:
-            chunk = self._timed(self.file.read, min(left, _CHUNK))
+            chunk = self._timed(self.file.read1, min(left, _CHUNK))  # one socket read at most
             if not chunk:
                 break
             chunks.append(chunk)
@@ -290,9 +290,23 @@ class _Bounded:
         return b"".join(chunks)
 
     def readline(self) -> bytes:
-        line = self._timed(super().readline)  # at most imaplib._MAXLINE bytes
-        self.deadline.count(len(line) + _LINE_COST)
-        return line
+        """A line of at most imaplib's `_MAXLINE` bytes, read one socket read at a time, so that the
+        deadlines are checked at each (a line dripping a byte at a time within the read timeout too)."""
+        parts, size = [], 0
+        while True:
+            buffered = self._timed(self.file.peek)  # what is buffered, else one socket read's worth
+            if not buffered:
+                break  # the connection closed: imaplib says so
+            end = buffered.find(b"\n")
+            part = self.file.read(end + 1 if end >= 0 else len(buffered))  # buffered: no wait
+            parts.append(part)
+            size += len(part)
+            if size > imaplib._MAXLINE:
+                raise imaplib.IMAP4.error(f"got more than {imaplib._MAXLINE} bytes")
+            if end >= 0:
+                break
+        self.deadline.count(size + _LINE_COST)
+        return b"".join(parts)
 
     def _timed(self, read: Any, *args: Any) -> bytes:
         self.deadline.left(self.sock)

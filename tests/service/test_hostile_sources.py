@@ -36,7 +36,7 @@ from rag.sources.imap import ImapConnector
 from rag.sources.website import Config, WebsiteConnector
 
 from ..support.gitrepo import GitHttpServer
-from ..support.site_server import Resource, SiteServer, wrap
+from ..support.site_server import Drip, Resource, SiteServer, wrap
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -124,9 +124,9 @@ def hostile_site(bomb: bytes) -> Iterator[SiteServer]:
         server.stop()
 
 
-def website(site: SiteServer, **settings: Any) -> WebsiteConnector:
+def website(site: SiteServer, limits: FetchLimits = LIMITS, **settings: Any) -> WebsiteConnector:
     settings.setdefault("start_urls", [site.url("/docs/index.html")])
-    context = SyncContext(source_name="hostile", workspace="default", limits=LIMITS, allow_hosts=("127.0.0.1",))
+    context = SyncContext(source_name="hostile", workspace="default", limits=limits, allow_hosts=("127.0.0.1",))
     return WebsiteConnector(Config(**settings), context)
 
 
@@ -170,6 +170,16 @@ def test_compression_bombs_and_stacked_or_unknown_encodings_fail_their_item_in_b
     assert used.rss_growth < 100 * MiB, used
 
 
+def test_a_dripping_body_fails_at_the_item_timeout(hostile_site: SiteServer) -> None:
+    hostile_site.behaviours["/docs/gzip.html"] = Drip(0.05, lasting=10)  # each byte well inside the 2 s timeout
+    limits = FetchLimits(**{**LIMITS.__dict__, "total_seconds": 1.5})
+    with website(hostile_site, limits) as conn:
+        listed = {i.id: i for i in conn.items()}
+    assert listed["/docs/gzip.html"].failed == f"{hostile_site.url('/docs/gzip.html')}: not read within 1.5 seconds"
+    assert hostile_site.asked("/docs/gzip.html")[0].status == 200  # it answered, then dripped
+    assert hostile_site.dripped < 60  # the client left at its 1.5 s deadline (~30 bytes), not at the body's end (200)
+
+
 def test_robots_txt_and_sitemaps_are_decoded_under_their_bounds(hostile_site: SiteServer, bomb: bytes) -> None:
     robots_bomb = gzip_zeros(256 * MiB)  # 250 KB on the wire: under robots.txt's 512 KiB, 256 MiB decoded
     hostile_site.site["/robots.txt"] = Resource(robots_bomb, "text/plain", encoding="gzip")
@@ -208,8 +218,8 @@ MESSAGE = HEADER + b"A short body.\r\n"
 
 class HostileImap(socketserver.ThreadingTCPServer):
     """Just enough IMAP on 127.0.0.1 (no TLS) for the connector, and then hostile: `search` is
-    "plain" (UIDs 1 to 3), "endless" (untagged SEARCH lines as fast as they go) or "drip" (one
-    line every 0.1 s, never done); `header_literal` / `body_literal`: the size a header FETCH or a
+    "plain" (UIDs 1 to 3), "endless" (untagged SEARCH lines as fast as they go), "drip" (one
+    line every 0.1 s, never done) or "bytes" (one byte of a line every 0.05 s); `header_literal` / `body_literal`: the size a header FETCH or a
     message's FETCH announces (then at most `cap` bytes of it are sent, and nothing more);
     `unsolicited`: records for that many UIDs never asked for, with a header FETCH's answer. Every
     hostile stream stops after `cap` bytes or `drip_seconds` (so the code before the bounds
@@ -226,6 +236,7 @@ class HostileImap(socketserver.ThreadingTCPServer):
         self.unsolicited = 0
         self.cap = 64 * MiB
         self.drip_seconds = 6.0
+        self.dripped = 0  # bytes the "bytes" search sent
         self.stopping = threading.Event()
         self.commands: list[str] = []
 
@@ -289,6 +300,12 @@ class _ImapHandler(socketserver.StreamRequestHandler):
             if self.server.search == "drip":
                 self.wfile.write(b"* SEARCH 1\r\n")
                 self.server.stopping.wait(0.1)
+            elif self.server.search == "bytes":
+                self.wfile.write(line[sent % len(line):][:1])
+                self.wfile.flush()
+                sent += 1
+                self.server.dripped = sent
+                self.server.stopping.wait(0.05)
             else:
                 self.wfile.write(line)
                 sent += len(line)
@@ -364,12 +381,14 @@ def test_an_endless_listing_stops_at_its_byte_bound(imap: HostileImap) -> None:
     assert used.rss_growth < 100 * MiB, used
 
 
-def test_a_dripping_listing_stops_at_its_time_bound(imap: HostileImap) -> None:
-    imap.search = "drip"  # a line every 0.1 s: each read inside the 0.5 s timeout, the answer never done
+@pytest.mark.parametrize("drip", ["drip", "bytes"])
+def test_a_dripping_listing_stops_at_its_time_bound(imap: HostileImap, drip: str) -> None:
+    imap.search = drip  # a line every 0.1 s, or a byte every 0.05 s: each read inside the 0.5 s timeout
     with imap.connector(IMAP_LIMITS) as source, pytest.raises(SourceUnavailable) as caught:
         source.items()
     assert "stopped: no complete answer within 2 seconds" in str(caught.value)
     assert imap.commands[-1] == "UID SEARCH"
+    assert imap.dripped < 80  # the client left at its 2 s bound (~40 bytes), not when the drip ended (120)
 
 
 # ----- a hostile Git repository -----
