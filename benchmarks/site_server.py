@@ -166,13 +166,17 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._huge(behaviour)
 
-    def _drip(self, behaviour: Drip) -> None:
+    def _endless_head(self) -> None:
+        """The head of a body without a length, which ends with the connection."""
         self._record(200)
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
+
+    def _drip(self, behaviour: Drip) -> None:
+        self._endless_head()
         owner, ends = self.server.owner, time.monotonic() + behaviour.lasting
         while not owner.stopping.wait(behaviour.seconds) and time.monotonic() < ends:
             try:
@@ -184,12 +188,7 @@ class _Handler(BaseHTTPRequestHandler):
                 owner.dripped += 1
 
     def _huge(self, behaviour: Huge) -> None:
-        self._record(200)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
+        self._endless_head()
         chunk = b"<p>" + b"x" * 65_530 + b"</p>"
         owner = self.server.owner
         for _ in range(behaviour.size // len(chunk) + 1):
