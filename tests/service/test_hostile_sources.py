@@ -36,7 +36,7 @@ from rag.sources.imap import ImapConnector
 from rag.sources.website import Config, WebsiteConnector
 
 from ..support.gitrepo import GitHttpServer
-from ..support.site_server import Drip, Resource, SiteServer, wrap
+from ..support.site_server import Drip, Redirect, Resource, SiteServer, wrap
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -178,6 +178,30 @@ def test_a_dripping_body_fails_at_the_item_timeout(hostile_site: SiteServer) -> 
     assert listed["/docs/gzip.html"].failed == f"{hostile_site.url('/docs/gzip.html')}: not read within 1.5 seconds"
     assert hostile_site.asked("/docs/gzip.html")[0].status == 200  # it answered, then dripped
     assert hostile_site.dripped < 60  # the client left at its 1.5 s deadline (~30 bytes), not at the body's end (200)
+
+
+# every form of a loopback, private, link-local or metadata address a redirect could name (127.0.0.1 is
+# allowed by that name only: another spelling of it is refused like any private address)
+FORMS = ["http://2130706433:{port}/", "http://0x7f000001:{port}/",
+         "http://127.1:{port}/", "http://[::ffff:127.0.0.1]:{port}/", "http://[::1]:{port}/",
+         "http://localhost:{port}/", "http://foo.localhost:{port}/", "http://0.0.0.0:{port}/", "http://[::]:{port}/",
+         "http://10.0.0.1/", "http://192.168.1.1/", "http://172.16.0.1/", "http://[fd00::1]/", "http://[fe80::1]/",
+         "http://169.254.169.254/latest/meta-data/", "http://[fd00:ec2::254]/", "http://metadata.google.internal/",
+         "http://100.64.0.1/", "http://user@127.0.0.2:{port}/"]
+
+
+def test_redirect_chains_to_every_address_form_are_refused(hostile_site: SiteServer) -> None:
+    port = hostile_site.base.rsplit(":", 1)[1]
+    for n, target in enumerate(FORMS):  # each page: two hops inside the site, then the form
+        hostile_site.behaviours[f"/docs/r{n}.html"] = Redirect(f"/docs/r{n}-b.html")
+        hostile_site.behaviours[f"/docs/r{n}-b.html"] = Redirect(target.format(port=port), code=307)
+    links = [(f"/docs/r{n}.html", str(n)) for n in range(len(FORMS))]
+    hostile_site.site["/docs/index.html"] = Resource(wrap("Index", "<p>Redirects.</p>", links), HTML)
+    with website(hostile_site) as conn:
+        failed = {i.id: i.failed for i in conn.items()}
+    for n, target in enumerate(FORMS):
+        assert failed[f"/docs/r{n}.html"] and "refused" in failed[f"/docs/r{n}.html"], target
+    assert len(hostile_site.requests) == 2 + 2 * len(FORMS)  # robots.txt, the index, two hops each: nothing else
 
 
 def test_robots_txt_and_sitemaps_are_decoded_under_their_bounds(hostile_site: SiteServer, bomb: bytes) -> None:
