@@ -7,7 +7,7 @@ Resources answer conditional GETs for real: an ETag (a hash of the body) and a L
 on If-None-Match or If-Modified-Since. A caller changes a page (`set_page`, a new ETag) or gives a
 path a behaviour: `Status(code)`, `Slow(seconds)` (the wait ends at once when the server stops),
 `Redirect(location)`, `Huge(size)` (a body streamed without Content-Length, stopped when the client
-goes). Every request is recorded (`requests`), so a test asserts what was asked and answered
+goes), `Drip(seconds, lasting)` (a body of one byte every `seconds`, for `lasting` seconds). A resource's `encoding` is sent as its Content-Encoding, its body as given. Every request is recorded (`requests`), so a test asserts what was asked and answered
 instead of sleeping. Nothing here imports rag or tests.
 """
 
@@ -50,7 +50,13 @@ class Huge:
     size: int  # bytes offered; the client is expected to stop long before
 
 
-Behaviour = Union[Status, Slow, Redirect, Huge]
+@dataclass(frozen=True)
+class Drip:
+    seconds: float  # between two bytes of a body
+    lasting: float = 30.0  # then the body ends (sooner when the client goes)
+
+
+Behaviour = Union[Status, Slow, Redirect, Huge, Drip]
 
 
 @dataclass
@@ -58,6 +64,7 @@ class Resource:
     body: bytes
     content_type: str
     modified: float = field(default_factory=lambda: float(int(time.time()) - 3600))
+    encoding: str = ""  # sent as Content-Encoding: `body` is already encoded so (a hostile site's "gzip, gzip")
 
     @property
     def etag(self) -> str:
@@ -133,6 +140,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        if resource is not None and resource.encoding:
+            self.send_header("Content-Encoding", resource.encoding)
         if resource is not None:
             self.send_header("ETag", resource.etag)
             self.send_header("Last-Modified", email.utils.formatdate(resource.modified, usegmt=True))
@@ -152,16 +161,34 @@ class _Handler(BaseHTTPRequestHandler):
             self._record(0)
             self.server.owner.stopping.wait(behaviour.seconds)
             self.close_connection = True
+        elif isinstance(behaviour, Drip):
+            self._drip(behaviour)
         else:
             self._huge(behaviour)
 
-    def _huge(self, behaviour: Huge) -> None:
+    def _endless_head(self) -> None:
+        """The head of a body without a length, which ends with the connection."""
         self._record(200)
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
+
+    def _drip(self, behaviour: Drip) -> None:
+        self._endless_head()
+        owner, ends = self.server.owner, time.monotonic() + behaviour.lasting
+        while not owner.stopping.wait(behaviour.seconds) and time.monotonic() < ends:
+            try:
+                self.wfile.write(b"x")
+                self.wfile.flush()
+            except OSError:  # the client gave up
+                return
+            with owner.lock:
+                owner.dripped += 1
+
+    def _huge(self, behaviour: Huge) -> None:
+        self._endless_head()
         chunk = b"<p>" + b"x" * 65_530 + b"</p>"
         owner = self.server.owner
         for _ in range(behaviour.size // len(chunk) + 1):
@@ -195,6 +222,7 @@ class SiteServer:
         self.behaviours: dict[str, Behaviour] = {}
         self.requests: list[Request] = []
         self.huge_sent = 0
+        self.dripped = 0  # bytes a `Drip` sent
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self._server: _Server | None = None

@@ -41,7 +41,7 @@ from rag.ingest.formats.code import secret_reason
 from rag.sources.addresses import AddressRefused, resolve
 from rag.sources.base import Connector, Fetched, Item, ItemFailed, SourceConfig, SourceUnavailable, SyncContext
 from rag.sources.globs import Globs
-from rag.sources.gitrun import Git, GitFailed, basic_pair, find_git, git_env
+from rag.sources.gitrun import Git, GitFailed, basic_pair, find_git, git_env, pinned, pinned_url
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +207,8 @@ class GitConnector(Connector):
             hidden[context.secret] = "***"
             hidden[basic_pair(config.token_username, context.secret)] = "***"
         self.git = Git(find_git(), env, hidden)
+        self._env = env
+        self._remote_url = self.remote.url  # a git:// URL pinned to the checked address (`_check_reachable`)
         self._commit: str | None = None
         self._branch: str | None = None
 
@@ -243,9 +245,13 @@ class GitConnector(Connector):
             raise SourceUnavailable("the source's token would be sent unencrypted: give the repository as an "
                                     "https:// URL")
         try:
-            resolve(remote.host or "", remote.port or 0, self.context.allow_hosts)
+            addresses = resolve(remote.host or "", remote.port or 0, self.context.allow_hosts)
         except AddressRefused as exc:
             raise SourceUnavailable(f"the repository's host is refused: {exc}") from None
+        # git would resolve the name again: it is given the addresses just checked (no rebinding)
+        self.git.env = pinned(self._env, protocol=remote.protocol, host=remote.host or "", port=remote.port or 0,
+                              addresses=addresses)
+        self._remote_url = pinned_url(remote.url, remote.protocol, remote.host or "", addresses)
 
     def _prepare_mirror(self) -> None:
         try:
@@ -262,7 +268,7 @@ class GitConnector(Connector):
             self._local(["init", "--bare", "--quiet", str(self.mirror)], "prepare its cache")
 
     def _default_branch(self) -> str:
-        out = self._network(["ls-remote", "--symref", "--", self.remote.url, "HEAD"],
+        out = self._network(["ls-remote", "--symref", "--", self._remote_url, "HEAD"],
                             self.context.limits.timeout_seconds, 64 * 1024)
         for line in out.decode("utf-8", "replace").splitlines():
             if line.startswith("ref: refs/heads/") and line.endswith("\tHEAD"):
@@ -273,7 +279,7 @@ class GitConnector(Connector):
     def _fetch(self, branch: str) -> str:
         ref = f"refs/heads/{branch}"
         self._network([f"--git-dir={self.mirror}", "fetch", "--quiet", "--no-tags", "--force", "--",
-                       self.remote.url, f"+{ref}:{ref}"], self.config.fetch_seconds, 1024 * 1024, branch=branch)
+                       self._remote_url, f"+{ref}:{ref}"], self.config.fetch_seconds, 1024 * 1024, branch=branch)
         out = self._local(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], "read the fetched branch")
         return out.decode().strip()
 

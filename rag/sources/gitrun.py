@@ -8,14 +8,23 @@ system or user git configuration applies (a user's credential helper would store
 repository's own transport is allowed (never `ext::`), prompts are off, and the token travels in
 an `http.extraHeader` set through the `GIT_CONFIG_*` variables, so it is in no command line that
 `ps` shows, in no URL and on no disk. Whatever git says goes through `scrub` before anyone sees it.
+
+git resolves a repository's host itself, after the connector checked it (rag/sources/addresses.py),
+and a second DNS answer could name another address (rebinding). `pinned` therefore hands git the
+checked addresses: for http and https as `http.curloptResolve` (curl connects to them, while the
+Host header and the TLS certificate check keep the name), for ssh as `-o HostName=<address>` with
+`-o HostKeyAlias=<name>` (the known host key is still the name's); a git:// URL is given the address
+itself (`pinned_url`).
 """
 
 from __future__ import annotations
 
 import base64
+import ipaddress
 import os
 import re
 import selectors
+import shlex
 import shutil
 import signal
 import subprocess
@@ -24,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 _STDERR_KEPT = 16 * 1024  # what a failure's message is taken from; git's useful line is its last
 _READ = 64 * 1024
@@ -186,6 +196,40 @@ def git_env(*, protocol: str, timeout: float, token: str | None, username: str) 
         env[f"GIT_CONFIG_KEY_{index}"] = key
         env[f"GIT_CONFIG_VALUE_{index}"] = value
     return env
+
+
+def pinned(env: dict[str, str], *, protocol: str, host: str, port: int, addresses: Sequence[str]) -> dict[str, str]:
+    """`env` with git told to connect to the checked `addresses` of `host` rather than resolve it again."""
+    env = dict(env)
+    if not addresses or _literal(host):
+        return env
+    if protocol in ("http", "https"):
+        count = int(env["GIT_CONFIG_COUNT"])
+        shown = ",".join(f"[{a}]" if ":" in a else a for a in addresses)
+        env[f"GIT_CONFIG_KEY_{count}"] = "http.curloptResolve"
+        env[f"GIT_CONFIG_VALUE_{count}"] = f"{host}:{port}:{shown}"
+        env["GIT_CONFIG_COUNT"] = str(count + 1)
+    elif protocol == "ssh":
+        env["GIT_SSH_COMMAND"] += f" -o HostName={shlex.quote(addresses[0])} -o HostKeyAlias={shlex.quote(host)}"
+    return env
+
+
+def pinned_url(url: str, protocol: str, host: str, addresses: Sequence[str]) -> str:
+    """A git:// URL with its host replaced by the first checked address (git connects itself, by name)."""
+    if protocol != "git" or not addresses or _literal(host):
+        return url
+    parts = urlsplit(url)
+    address = f"[{addresses[0]}]" if ":" in addresses[0] else addresses[0]
+    netloc = f"{address}:{parts.port}" if parts.port else address
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 def basic_pair(username: str, token: str) -> str:

@@ -13,7 +13,12 @@ request here therefore:
 - follows redirects itself (at most `MAX_REDIRECTS`), checking each new host the same way;
 - streams the body and stops past `max_bytes` (a declared Content-Length past it is refused before
   reading), with a per-request timeout and a deadline for the whole request, redirects and
-  retries included;
+  retries included, checked at every socket read (a body dripping slowly stops at the deadline);
+- asks for `Accept-Encoding: gzip, deflate` and decodes the body itself from its raw bytes, one
+  layer at most, with a bounded decompressor (`zlib` with `max_length`, 64 KiB of output per
+  step): the bytes received and the bytes decoded both count against `max_bytes`, so a small
+  compressed body that inflates to gigabytes ("gzip, gzip", a bomb) stops one step past the bound.
+  A body in stacked encodings or in any other encoding (br, zstd, compress) is refused by name;
 - retries connection errors, timeouts and 5xx answers with tenacity (bounded attempts, exponential
   backoff, never past the deadline); a 4xx is an answer, not retried.
 
@@ -25,11 +30,13 @@ environment is used, a connector never reads it.
 
 from __future__ import annotations
 
+import re
 import ssl
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 from urllib.parse import urljoin
 
 import httpx
@@ -41,6 +48,10 @@ from rag.sources.base import BodyTooLarge, BodyTooSlow, read_bounded
 MAX_REDIRECTS = 5
 _REDIRECTS = {301, 302, 303, 307, 308}
 _CHUNK = 64 * 1024
+_ACCEPT_ENCODING = "gzip, deflate"  # what `_decoded` reads; httpx would also offer br or zstd when installed
+_GZIP = {"gzip", "x-gzip"}
+_ENCODINGS = _GZIP | {"deflate"}
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 
 
 class FetchFailed(Exception):
@@ -170,7 +181,8 @@ class HttpFetcher:
             deadline: float) -> Response:
         """One attempt at the checked `address`, the URL's name kept for Host and TLS."""
         timeout = httpx.Timeout(max(0.001, min(self.bounds.timeout_seconds, deadline - time.monotonic())))
-        request_headers = {"Host": _netloc(target), "User-Agent": self.user_agent, **headers}
+        request_headers = {"Host": _netloc(target), "User-Agent": self.user_agent,
+                           "Accept-Encoding": _ACCEPT_ENCODING, **headers}
         extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
         client = self._client(target.scheme, target.host)
         try:
@@ -196,8 +208,11 @@ class HttpFetcher:
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise FetchFailed(f"larger than this source reads ({int(declared)} bytes, the bound is {limit})")
+        encoding = _encoding(headers.get("content-encoding", ""))
         try:
-            body = read_bounded(answer.iter_bytes(_CHUNK), limit, deadline)
+            # the raw bytes as each socket read gives them (at most 64 KiB): the deadline is checked at every
+            # read, so a body dripping a byte at a time within the request timeout stops at the deadline
+            body = read_bounded(_decoded(answer.iter_raw(), encoding, limit), limit, deadline)
         except BodyTooLarge:
             raise FetchFailed(f"larger than this source reads (past {limit} bytes)") from None
         except BodyTooSlow:
@@ -214,6 +229,57 @@ class HttpFetcher:
                     limits=httpx.Limits(max_connections=self.pool_size, max_keepalive_connections=self.pool_size))
                 self._clients[key] = client
             return client
+
+
+def _encoding(header: str) -> str:
+    """The one encoding of a body ("" for none) from its Content-Encoding; FetchFailed for stacked
+    or unknown ones (named, cut to a few safe characters: the server chose them)."""
+    layers = [x.strip().lower() for x in header.split(",") if x.strip() and x.strip().lower() != "identity"]
+    named = ", ".join(_UNSAFE.sub("?", x)[:20] for x in layers[:4])
+    if len(layers) > 1:
+        raise FetchFailed(f"a body encoded more than once ({named}) is refused")
+    if layers and layers[0] not in _ENCODINGS:
+        raise FetchFailed(f"a body in an encoding this source does not read ({named})")
+    return layers[0] if layers else ""
+
+
+def _decoded(raw: Iterable[bytes], encoding: str, limit: int) -> Iterator[bytes]:
+    """The body decoded from its `raw` chunks in steps of at most `_CHUNK` bytes of output, so a
+    caller that stops past its bound never holds more than one step; BodyTooLarge once the raw
+    bytes pass `limit`; FetchFailed for a body that does not decode."""
+    if not encoding:
+        yield from raw
+        return
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16) if encoding in _GZIP else None
+    received = 0
+    for chunk in raw:
+        received += len(chunk)
+        if received > limit:
+            raise BodyTooLarge()
+        if inflater is None:  # "deflate" is zlib-wrapped (RFC 9110), but some servers send it raw
+            inflater = _deflate_inflater(chunk)
+        try:
+            yield from _inflate(inflater, chunk)
+        except zlib.error:
+            raise FetchFailed(f"a body that does not decode as {encoding}") from None
+
+
+def _inflate(inflater: "zlib._Decompress", chunk: bytes) -> Iterator[bytes]:
+    """What `chunk` inflates to, at most `_CHUNK` bytes a step (zlib keeps the rest of the input in
+    `unconsumed_tail`, and output it could not give yet inside itself); nothing past the stream's end."""
+    while not inflater.eof:
+        out = inflater.decompress(chunk, _CHUNK)
+        chunk = inflater.unconsumed_tail
+        if out:
+            yield out
+        if not chunk and len(out) < _CHUNK:
+            return
+
+
+def _deflate_inflater(first: bytes) -> "zlib._Decompress":
+    """A zlib-wrapped inflater when `first` starts with a zlib header (RFC 1950), else a raw one."""
+    wrapped = len(first) >= 2 and first[0] & 0x0F == 8 and (first[0] << 8 | first[1]) % 31 == 0
+    return zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
 
 
 def _certificate_refused(exc: BaseException) -> bool:

@@ -24,6 +24,12 @@ Why it is built the way it is:
   more than the bound (`BODY.PEEK[]<0.n>`), so a message that grew is refused without being read
   whole. Each socket read is bounded by the sync's request timeout and one message's fetch by its
   item timeout (reads are made in 64 KB steps, the deadline checked at each).
+- A hostile server is bounded too: a literal (`{N}`) announced past one message's bound (plus the
+  byte asked for) is refused before a byte of it is read, and the connection closed; every
+  command's answer (a listing's SEARCH and header FETCHes, a message's FETCH) is read within the
+  item timeout and a budget of one message's bound plus 1 MiB, each line counted with what
+  keeping it costs (64 bytes more), so an endless or dripping answer stops at its bound; a header
+  FETCH keeps only the UIDs it asked for, so the listing holds at most `max_items` messages.
 - Security: `ssl` (TLS from the first byte, port 993) or `starttls` (port 143, then STARTTLS before
   anything is sent); the certificate is verified against the host name, by the system's roots or
   the CA file the source names (a self-signed server). `none` (no TLS: the password in clear) is
@@ -200,18 +206,48 @@ def fetch_records(data: list[Any]) -> list[tuple[bytes, bytes | None]]:
     return records
 
 
-class _Deadline:
-    """A connection's reads, bounded: each by `timeout` seconds, all of one task by a deadline."""
+class AnswerRefused(Exception):
+    """A server's answer past a bound (its size, announced or read, or its time): the connection is
+    dropped unread. Not an OSError nor imaplib's error, so that imaplib passes it through as it is."""
 
-    def __init__(self, timeout: float) -> None:
+
+_LINE_COST = 64  # what keeping one line of an answer costs besides its bytes (a bytes object, a list entry)
+_SLACK = 1024 * 1024  # an answer's bytes besides its literal: the FETCH's item names, untagged lines
+
+
+class _Deadline:
+    """A connection's reads, bounded: each by `timeout` seconds, each command's answer by
+    `command_seconds` and `budget` bytes and a literal by `literal` bytes, all of one task by a
+    deadline (`until`)."""
+
+    def __init__(self, timeout: float, command_seconds: float, literal: int) -> None:
         self.timeout = timeout
+        self.command_seconds = command_seconds
+        self.literal = literal
+        self.budget = literal + _SLACK
         self.until: float | None = None
+        self.spent = 0
+        self.command_until = time.monotonic() + command_seconds
+
+    def command(self) -> None:
+        """A command begins: its answer gets the whole budget and time."""
+        self.spent = 0
+        self.command_until = time.monotonic() + self.command_seconds
+
+    def count(self, size: int) -> None:
+        self.spent += size
+        if self.spent > self.budget:
+            raise AnswerRefused(f"an answer past {_size(self.budget)} (the bound of one message, and 1 MB)")
+
+    def expired(self) -> None:
+        """AnswerRefused once the command's time is over (a read that timed out: which bound it was)."""
+        if self.command_until <= time.monotonic():
+            raise AnswerRefused(f"no complete answer within {self.command_seconds:g} seconds")
 
     def left(self, sock: socket.socket) -> None:
-        if self.until is None:
-            sock.settimeout(self.timeout)
-            return
-        remaining = self.until - time.monotonic()
+        self.expired()
+        now = time.monotonic()
+        remaining = self.command_until - now if self.until is None else min(self.until, self.command_until) - now
         if remaining <= 0:
             raise TimeoutError("past the deadline")
         sock.settimeout(min(self.timeout, remaining))
@@ -234,11 +270,19 @@ class _Bounded:
                 failure = exc
         raise failure or OSError("no address to connect to")
 
+    def _command(self, name: str, *args: Any) -> Any:
+        self.deadline.command()
+        return super()._command(name, *args)  # type: ignore[misc]
+
     def read(self, size: int) -> bytes:
+        """A literal of `size` bytes (imaplib reads nothing else with it), refused unread past the bound."""
+        if size > self.deadline.literal:
+            raise AnswerRefused(f"the server announced {_size(size)} at once, past the bound of "
+                                f"{_size(self.deadline.literal)}")
+        self.deadline.count(size)
         chunks, left = [], size
         while left > 0:
-            self.deadline.left(self.sock)
-            chunk = self.file.read(min(left, _CHUNK))
+            chunk = self._timed(self.file.read1, min(left, _CHUNK))  # one socket read at most
             if not chunk:
                 break
             chunks.append(chunk)
@@ -246,23 +290,47 @@ class _Bounded:
         return b"".join(chunks)
 
     def readline(self) -> bytes:
+        """A line of at most imaplib's `_MAXLINE` bytes, read one socket read at a time, so that the
+        deadlines are checked at each (a line dripping a byte at a time within the read timeout too)."""
+        parts, size = [], 0
+        while True:
+            buffered = self._timed(self.file.peek)  # what is buffered, else one socket read's worth
+            if not buffered:
+                break  # the connection closed: imaplib says so
+            end = buffered.find(b"\n")
+            part = self.file.read(end + 1 if end >= 0 else len(buffered))  # buffered: no wait
+            parts.append(part)
+            size += len(part)
+            if size > imaplib._MAXLINE:
+                raise imaplib.IMAP4.error(f"got more than {imaplib._MAXLINE} bytes")
+            if end >= 0:
+                break
+        self.deadline.count(size + _LINE_COST)
+        return b"".join(parts)
+
+    def _timed(self, read: Any, *args: Any) -> bytes:
         self.deadline.left(self.sock)
-        return super().readline()  # type: ignore[misc]
+        try:
+            return read(*args)
+        except TimeoutError:
+            self.deadline.expired()
+            raise
 
 
 class _Plain(_Bounded, imaplib.IMAP4):
-    def __init__(self, host: str, port: int, addresses: list[str], timeout: float) -> None:
-        self._addresses, self.deadline = addresses, _Deadline(timeout)
-        imaplib.IMAP4.__init__(self, host, port, timeout)
+    def __init__(self, host: str, port: int, addresses: list[str], deadline: _Deadline) -> None:
+        self._addresses, self.deadline = addresses, deadline
+        imaplib.IMAP4.__init__(self, host, port, deadline.timeout)
 
     def _create_socket(self, timeout: float | None) -> socket.socket:
         return self._open_socket(self.host, self.port, timeout)
 
 
 class _Tls(_Bounded, imaplib.IMAP4_SSL):
-    def __init__(self, host: str, port: int, addresses: list[str], timeout: float, context: ssl.SSLContext) -> None:
-        self._addresses, self.deadline = addresses, _Deadline(timeout)
-        imaplib.IMAP4_SSL.__init__(self, host, port, ssl_context=context, timeout=timeout)
+    def __init__(self, host: str, port: int, addresses: list[str], deadline: _Deadline,
+                 context: ssl.SSLContext) -> None:
+        self._addresses, self.deadline = addresses, deadline
+        imaplib.IMAP4_SSL.__init__(self, host, port, ssl_context=context, timeout=deadline.timeout)
 
     def _create_socket(self, timeout: float | None) -> socket.socket:
         return self.ssl_context.wrap_socket(self._open_socket(self.host, self.port, timeout),
@@ -306,11 +374,12 @@ class ImapConnector(Connector):
         except AddressRefused as exc:
             raise SourceUnavailable(f"the server is refused: {exc}") from None
         imap: imaplib.IMAP4 | None = None
+        deadline = _Deadline(timeout, self.context.limits.total_seconds, self.max_bytes + 1)
         try:
             if config.security == "ssl":
-                imap = _Tls(config.host, config.effective_port, addresses, timeout, self._tls_context())
+                imap = _Tls(config.host, config.effective_port, addresses, deadline, self._tls_context())
             else:
-                imap = _Plain(config.host, config.effective_port, addresses, timeout)
+                imap = _Plain(config.host, config.effective_port, addresses, deadline)
                 if config.security == "starttls":
                     if "STARTTLS" not in imap.capabilities:
                         raise SourceUnavailable(f"{self._where()} does not offer STARTTLS; refused (no password "
@@ -320,6 +389,9 @@ class ImapConnector(Connector):
         except SourceUnavailable:
             self._drop(imap)
             raise
+        except AnswerRefused as exc:
+            self._drop(imap)
+            raise SourceUnavailable(f"{self._where()}: {exc}; the connection was closed") from None
         except ssl.SSLCertVerificationError:
             self._drop(imap)
             raise SourceUnavailable(f"{self._where()}: its TLS certificate is not trusted for {config.host} "
@@ -390,6 +462,10 @@ class ImapConnector(Connector):
             for folder in self.config.folders:
                 found.extend(self._folder(imap, folder, len(found)))
             return found
+        except AnswerRefused as exc:
+            self._drop(imap)
+            raise SourceUnavailable(f"listing the folders of {self._where()} stopped: {exc}; the connection was "
+                                    "closed") from None
         except (imaplib.IMAP4.error, OSError):
             raise SourceUnavailable(f"listing the folders of {self._where()} failed (the connection broke or the "
                                     "server answered what IMAP does not say)", transient=True) from None
@@ -424,7 +500,8 @@ class ImapConnector(Connector):
 
     def _looked_at(self, imap: imaplib.IMAP4, folder: str, validity: int, uids: list[int]) -> list[Item]:
         """Items for UIDs never seen: their sizes and header fields fetched, the version made of them."""
-        items = []
+        items: list[Item] = []
+        wanted = set(uids)  # a UID not asked for, or given twice, is no message of this listing
         for uid_set in uid_sets(uids):
             typ, data = imap.uid("FETCH", uid_set, f"(UID RFC822.SIZE BODY.PEEK[HEADER.FIELDS ({_HEADER_FIELDS})])")
             if typ != "OK":
@@ -432,8 +509,9 @@ class ImapConnector(Connector):
                                         transient=True)
             for meta, literal in fetch_records(data):
                 uid, size = _UID.search(meta), _SIZE.search(meta)
-                if uid is None:
+                if uid is None or int(uid.group(1)) not in wanted:
                     continue  # an unsolicited FETCH (a flag changed elsewhere)
+                wanted.discard(int(uid.group(1)))
                 fields = b" ".join((literal or b"").split()).lower()
                 length = int(size.group(1)) if size else 0
                 version = hashlib.sha256(fields + b"\0" + str(length).encode()).hexdigest()[:40]
@@ -475,6 +553,9 @@ class ImapConnector(Connector):
                                      "the next sync reads it again")
                 self._local.folder = (folder, validity)
             typ, data = imap.uid("FETCH", str(uid), f"(UID RFC822.SIZE BODY.PEEK[]<0.{self.max_bytes + 1}>)")
+        except AnswerRefused as exc:
+            self._forget()
+            raise ItemFailed(f"fetching {folder}/{uid} stopped: {exc}; the connection was closed") from None
         except (imaplib.IMAP4.abort, OSError):
             self._forget()
             raise SourceUnavailable(f"fetching {folder}/{uid}: the connection broke or timed out",

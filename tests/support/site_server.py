@@ -8,7 +8,7 @@ pages' own links between them rewritten to the rendered pages. It adds three fil
 outside /docs/, a page robots.txt disallows, a robots.txt and a sitemap index with its sitemap.
 
 It is served by `SiteServer` (benchmarks/site_server.py, which `python -m benchmarks.sources` uses
-too): real conditional GETs, scripted behaviours (`Status`, `Slow`, `Redirect`, `Huge`) and every
+too): real conditional GETs, scripted behaviours (`Status`, `Slow`, `Redirect`, `Huge`, `Drip`) and every
 request recorded, re-exported here for the tests.
 """
 
@@ -24,7 +24,7 @@ from markdown_it import MarkdownIt
 
 from benchmarks.site_server import TYPES as _TYPES
 from benchmarks.site_server import (  # noqa: F401 - the tests import them from here
-    Behaviour, Huge, Redirect, Request, Resource, SiteServer, Slow, Status, sitemaps)
+    Behaviour, Drip, Huge, Redirect, Request, Resource, SiteServer, Slow, Status, sitemaps)
 from tests.support.paths import SHARED
 
 UV_PAGES = SHARED / "datasets" / "uv_docs" / "pages"
