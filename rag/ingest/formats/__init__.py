@@ -51,6 +51,8 @@ BINARY_PARSERS: dict[str, str] = {
     ".htm": "rag.ingest.formats.html:parse_html", ".docx": "rag.ingest.formats.docx:parse_docx",
     ".webpage": "rag.ingest.formats.webpage:parse_webpage", ".weblinks": "rag.ingest.formats.webpage:parse_links",
     ".sitemap": "rag.ingest.formats.webpage:parse_sitemap",
+    ".confluence": "rag.ingest.formats.confluence:parse_page_facts",
+    ".confluencepage": "rag.ingest.formats.confluence:render_page",
     ".eml": "rag.ingest.formats.mail:parse_eml", ".mbox": "rag.ingest.formats.mail:parse_mbox",
     ".epub": "rag.ingest.formats.epub:parse_epub", ".ipynb": "rag.ingest.formats.notebook:parse_notebook",
     ".pptx": "rag.ingest.formats.pptx:parse_pptx", ".xlsx": "rag.ingest.formats.spreadsheet:parse_xlsx",
@@ -58,9 +60,10 @@ BINARY_PARSERS: dict[str, str] = {
 }
 # Suffixes no file on disk has: a connector names its bytes so to choose a parser (".webpage": a
 # crawled page's main content, ".weblinks": its links for the crawl, ".sitemap": a sitemap's URLs, all
-# rag/ingest/formats/webpage.py).
+# rag/ingest/formats/webpage.py; ".confluence", ".confluencepage": a Confluence export's page, what the
+# listing needs of it and its rendering, rag/ingest/formats/confluence.py).
 # Parsed like the others, never picked up by a folder walk.
-INTERNAL_SUFFIXES = {".webpage", ".weblinks", ".sitemap"}
+INTERNAL_SUFFIXES = {".webpage", ".weblinks", ".sitemap", ".confluence", ".confluencepage"}
 
 
 def binary_parser(suffix: str) -> Callable[[bytes, str], ParsedDocument] | None:
