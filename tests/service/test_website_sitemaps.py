@@ -6,6 +6,7 @@ list, never its tree; nested sitemaps stop at `_MAX_SITEMAPS`; each cut is in th
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from rag.ingest.read import parse_bytes
 from rag.sources.base import FetchLimits
 
+from ..support.processes import rag_run as rag
 from ..support.site_server import Resource, SiteServer, build_site
 from .test_source_website import connector
 from .test_website_links import _status
@@ -86,3 +88,17 @@ def test_a_sitemap_index_flood_reads_at_most_50_sitemaps(flood_site: SiteServer)
     assert warnings == [(flood_site.url("/index.xml"),
                          f"sitemaps cut: {NESTED - 49 + 49 * 100:,} nested sitemaps were not read "
                          "(at most 50 a listing)")]
+
+
+def test_the_sync_report_says_the_sitemaps_were_cut(flood_site: SiteServer, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("RAG_SOURCES__ALLOW_HOSTS", "127.0.0.1")  # as an operator allows the site's host
+    config = ["-o", f"start_urls={json.dumps([flood_site.url('/docs/index.html')])}", "-o", "max_pages=3",
+              "-o", "max_depth=0", "-o", f"sitemap={flood_site.url('/index.xml')}"]
+    added = rag(home, "source", "add", "flood", "--kind", "website", *config, "--kb", "web")
+    assert added.returncode == 0, added.stderr
+    synced = rag(home, "source", "sync", "flood")  # the text report names each warning
+    assert synced.returncode == 0 and "added=1 " in synced.stdout, synced.stdout + synced.stderr
+    assert (f"{flood_site.url('/index.xml')}: sitemaps cut: 14,851 nested sitemaps were not read"
+            in " ".join(synced.stderr.split())), synced.stderr
