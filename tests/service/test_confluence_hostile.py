@@ -15,7 +15,7 @@ from rag.sources.base import FetchLimits, Item, SyncContext
 from rag.sources.confluence import ConfluenceExport
 
 from ..support.exports import CONFLUENCE
-from .test_website_links import _status
+from ..support.memory import Growth
 
 LINKS = 300_000  # 12.6 MiB of `<div><a href="Page_N.html">x</a></div>`, no page of the export
 FLOOD = "10099"
@@ -45,15 +45,10 @@ def list_and_fetch(tmp_path: Path, page: bytes) -> tuple[dict[str, Item], bytes,
     parse_bytes(b"<p>warm</p>", "warm.html")  # the workers started, lxml loaded: outside the measure
     context = SyncContext("handbook", "default", limits=FetchLimits(max_bytes=32_000_000))
     with ConfluenceExport(ConfluenceExport.Config(path=str(export), base_url=WIKI), context) as source:
-        try:  # the high-water mark from here on (Linux: writing 5 to clear_refs resets VmHWM)
-            Path("/proc/self/clear_refs").write_text("5")
-        except OSError:
-            pass  # then the mark since the process began: it can only read higher, never lower
-        before = _status("VmRSS")
-        items = {item.id: item for item in source.items()}
-        rendered = source.fetch(items[FLOOD], None).data
-        grew = (_status("VmHWM") - before) * 1024
-        return items, rendered, source._targets[FLOOD], grew
+        with Growth() as growth:
+            items = {item.id: item for item in source.items()}
+            rendered = source.fetch(items[FLOOD], None).data
+        return items, rendered, source._targets[FLOOD], growth.bytes
 
 
 def test_a_page_of_links_is_read_in_the_workers_and_the_listing_stays_small(tmp_path: Path) -> None:

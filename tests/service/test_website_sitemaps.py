@@ -14,10 +14,10 @@ import pytest
 from rag.ingest.read import parse_bytes
 from rag.sources.base import FetchLimits
 
+from ..support.memory import Growth
 from ..support.processes import rag_run as rag
 from ..support.site_server import Resource, SiteServer, build_site
 from .test_source_website import connector
-from .test_website_links import _status
 
 URLS = 380_000  # a 22 MiB sitemap: at 6dc22a4 reading it grew the listing's process by 317 MiB (now 92 MiB)
 NESTED = 10_000  # sitemaps the flooding index names
@@ -61,13 +61,9 @@ def test_a_sitemap_flood_is_cut_in_the_worker_and_the_listing_stays_small(flood_
     parse_bytes(b"<p>warm</p>", "warm.html")  # the workers started, lxml loaded: outside the measure
     with connector(flood_site, limits=LIMITS, start_urls=[], sitemap=flood_site.url("/flood.xml"),
                    max_pages=3, max_depth=0) as conn:
-        try:  # the high-water mark from here on (Linux: writing 5 to clear_refs resets VmHWM)
-            Path("/proc/self/clear_refs").write_text("5")
-        except OSError:
-            pass  # then the mark since the process began: it can only read higher, never lower
-        before = _status("VmRSS")
-        urls = conn._sitemap_urls()
-        grew = (_status("VmHWM") - before) * 1024
+        with Growth() as growth:
+            urls = conn._sitemap_urls()
+        grew = growth.bytes
         warnings = conn.listing_warnings()
     # The sitemap is held as bytes (read in chunks and joined, pickled to a worker): about three
     # copies of it, and 50,000 URLs back, never the tree of its 760,000 elements (317 MiB at 6dc22a4).
