@@ -181,6 +181,11 @@ class Connector:
         Raises NotModified, ItemFailed, or SourceUnavailable(transient=True) for a retryable failure."""
         raise NotImplementedError
 
+    def listing_warnings(self) -> list[tuple[str, str]]:
+        """(what, warning) the last `items` found worth reporting without failing (a sitemap cut):
+        the engine adds them to the sync's warnings."""
+        return []
+
     def cursor(self) -> dict[str, Any]:
         """Kept after a sync that listed everything, handed back as `context.cursor` next time."""
         return {}

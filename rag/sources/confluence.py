@@ -24,33 +24,31 @@ and links to attachments to their download URLs; a link the export cannot resolv
 only. Without `base_url` (the export does not record the site's address) items have no URL and
 links become their text. Attachments in a format the parsers read are items of their own under
 their page's folder (id "<pageId>/<file>"); other formats are listed with why they are skipped.
-lxml parses with its bounds on (no huge trees, no network).
+A page's file is read in the parse workers, never in the serving process (issue 49: lxml builds a
+tree of hundreds of MiB from a page of tens): the listing's facts of it and its rendering both
+come from rag/ingest/formats/confluence.py, under the workers' bounds of memory, time and output; a
+page they cannot read is listed as failed with why. Each page's breadcrumbs, attachments and link
+targets are cut at `MAX_REFERENCES` (10,000) each.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
+import json
 from dataclasses import dataclass, field
-from html import escape
 from pathlib import PurePosixPath
-from typing import ClassVar
-from urllib.parse import quote, unquote, urlsplit
+from typing import Any, ClassVar
+from urllib.parse import quote
 
-import lxml.html
-from lxml import etree
-
-from rag.ingest.formats.html import decode_html
-from rag.sources.base import Item, ItemFailed
+from rag.ingest.formats import UnreadableFile
+from rag.ingest.formats.confluence import ATTACHMENT, PAGE
+from rag.ingest.parse import ParsedDocument
+from rag.ingest.read import parse_bytes
+from rag.ingest.sandbox import ParsingStopped
+from rag.sources.base import Item, ItemFailed, SourceConfig, SourceUnavailable, SyncContext
 from rag.sources.exports import Export, ExportConnector, Member, clean_title, folder_name, skip_reason, version_of
 
 _RENDERING = "confluence-1"
-_PAGE = re.compile(r"^(?:(?P<slug>.*)_)?(?P<id>\d+)\.html?$")
-_ATTACHMENT = re.compile(r"^attachments/(?P<page>\d+)/(?P<name>[^/]+)$")
-_EXTERNAL = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:|//)")
-_XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
-_FRAME = ("breadcrumb-section", "main-header", "footer", "title-heading")
-_PARSER = lxml.html.HTMLParser(huge_tree=False, no_network=True, remove_comments=True, remove_pis=True)
 
 
 @dataclass
@@ -67,103 +65,17 @@ class _Page:
     error: str | None = None
 
 
-def _text(node: etree._Element) -> str:
-    return " ".join(node.text_content().split())
+def _title(heading: str, space: str, fallback: str) -> str:
+    """The page's title: its heading without the space's name."""
+    if not heading:
+        return fallback
+    if space and heading.startswith(f"{space} : "):
+        heading = heading[len(space) + 3:]
+    return clean_title(heading) or fallback
 
 
-def _parse(data: bytes) -> etree._Element:
-    text = _XML_DECLARATION.sub("", decode_html(data), count=1)  # lxml refuses one in a str
-    try:
-        root = lxml.html.document_fromstring(text, parser=_PARSER)
-    except (etree.LxmlError, ValueError, RecursionError):
-        raise ItemFailed("the page's HTML cannot be parsed") from None
-    if root is None:
-        raise ItemFailed("the page's HTML is empty")
-    return root
-
-
-def _page_id(href: str) -> str | None:
-    """The pageId a relative link to another page's file names, else None."""
-    if not href or _EXTERNAL.match(href):
-        return None
-    match = _PAGE.match(PurePosixPath(unquote(urlsplit(href).path)).name)
-    return match.group("id") if match else None
-
-
-def _target(href: str) -> str | None:
-    """The item a relative link of the export points at: a page's id or an attachment's
-    "<pageId>/<file>"; None for any other link."""
-    if not href or _EXTERNAL.match(href) or href.startswith("#"):
-        return None
-    attachment = _ATTACHMENT.match(unquote(urlsplit(href).path))
-    if attachment:
-        return f"{attachment.group('page')}/{attachment.group('name')}"
-    return _page_id(href)
-
-
-def _canonical(node: etree._Element) -> tuple[str, tuple[str, ...]]:
-    """The content's HTML with its links to pages and attachments named by id (a newer export
-    moves files, and so their relative links, without changing what they point at), and those ids."""
-    targets = []
-    for link in node.xpath(".//a[@href] | .//img[@src]"):
-        attribute = "href" if link.tag == "a" else "src"
-        target = _target(link.get(attribute, ""))
-        if target is not None:
-            link.set(attribute, f"export:{target}")
-            targets.append(target)
-    return lxml.html.tostring(node, encoding="unicode"), tuple(sorted(set(targets)))
-
-
-def _heading(root: etree._Element, space: str, fallback: str) -> str:
-    for query in ("//*[@id='title-text']", "//*[@id='title-heading']", "//title"):
-        found = root.xpath(query)
-        if found and _text(found[0]):
-            title = _text(found[0])
-            if space and title.startswith(f"{space} : "):
-                title = title[len(space) + 3:]
-            return clean_title(title) or fallback
-    return fallback
-
-
-def _breadcrumbs(root: etree._Element) -> tuple[str, tuple[str, ...]]:
-    """The space's name (the crumb linking to index.html) and the titles of the pages above."""
-    space, ancestors = "", []
-    for link in root.xpath("//*[@id='breadcrumb-section']//a[@href]"):
-        href = link.get("href", "")
-        if PurePosixPath(urlsplit(href).path).name == "index.html":
-            space = _text(link)
-        elif _page_id(href) is not None and _text(link):
-            ancestors.append(folder_name(_text(link)))
-    return space, tuple(ancestors)
-
-
-def main_content(root: etree._Element) -> etree._Element:
-    """The page's own content: `#main-content`, else `#content` or the body without the frame."""
-    found = root.xpath("//*[@id='main-content']")
-    if found:
-        return found[0]
-    found = root.xpath("//*[@id='content']") or root.xpath("//body") or [root]
-    node = found[0]
-    for junk in node.xpath(".//*[contains(concat(' ', @class, ' '), ' page-metadata ') or "
-                           "contains(concat(' ', @class, ' '), ' pageSection ')]"):
-        junk.drop_tree()
-    for name in _FRAME:
-        for junk in node.xpath(f".//*[@id='{name}']"):
-            junk.drop_tree()
-    return node
-
-
-def _attachments(root: etree._Element) -> dict[str, str]:
-    """Attachment file -> its original name: the attachments section's links first (their text is
-    the file's name), then any other link to one (its text may be any words)."""
-    named = {}
-    greybox = "//*[contains(concat(' ', @class, ' '), ' greybox ')]//a[starts-with(@href, 'attachments/')]"
-    for link in [*root.xpath(greybox), *root.xpath("//a[starts-with(@href, 'attachments/')]")]:  # in that order
-        name = _text(link)
-        where = unquote(urlsplit(link.get("href", "")).path)
-        if name and _ATTACHMENT.match(where):
-            named.setdefault(where, name)
-    return named
+def _strings(value: Any) -> list[str]:
+    return [str(x) for x in value] if isinstance(value, list) else []
 
 
 class ConfluenceExport(ExportConnector):
@@ -172,6 +84,10 @@ class ConfluenceExport(ExportConnector):
     # Page and attachment ids survive renames and moves: a page gone is gone, and a new page that
     # reads the same as it is another page, not the old one moved.
     moves_by_version: ClassVar[bool] = False
+
+    def __init__(self, config: SourceConfig, context: SyncContext) -> None:
+        super().__init__(config, context)
+        self._targets: dict[str, tuple[str, ...]] = {}  # page id -> the items its links point at (the listing's)
 
     def page_url(self, page_id: str) -> str | None:
         base = self.settings.base_url
@@ -189,8 +105,8 @@ class ConfluenceExport(ExportConnector):
             if not member.name.startswith(root):
                 continue
             name = member.name[len(root):]
-            page = _PAGE.match(name)
-            attachment = _ATTACHMENT.match(name)
+            page = PAGE.match(name)
+            attachment = ATTACHMENT.match(name)
             if page and "/" not in name:
                 pages.setdefault(page.group("id"), self._read_page(export, member, page.group("id"), page.group("slug")))
             elif attachment:
@@ -203,14 +119,24 @@ class ConfluenceExport(ExportConnector):
     def _read_page(self, export: Export, member: Member, page_id: str, slug: str | None) -> _Page:
         fallback = clean_title((slug or page_id).replace("-", " "))
         try:
-            root = _parse(export.read(member))
-        except ItemFailed as exc:
+            facts = self._in_worker(export.read(member), f"{page_id}.confluence").metadata
+        except (ItemFailed, UnreadableFile) as exc:
             return _Page(page_id, member, fallback, error=str(exc))
-        space, ancestors = _breadcrumbs(root)
-        attachments = _attachments(root)
-        content, targets = _canonical(main_content(root))
-        return _Page(page_id, member, _heading(root, space, fallback), ancestors, attachments,
-                     hashlib.sha256(content.encode()).hexdigest(), targets)
+        space = str(facts.get("space") or "")
+        attachments = facts.get("attachments") if isinstance(facts.get("attachments"), dict) else {}
+        page = _Page(page_id, member, _title(str(facts.get("heading") or ""), space, fallback),
+                     tuple(folder_name(crumb) for crumb in _strings(facts.get("ancestors"))),
+                     {str(k): str(v) for k, v in attachments.items()}, str(facts.get("content_hash") or ""),
+                     tuple(_strings(facts.get("targets"))))
+        self._targets[page_id] = page.targets
+        return page
+
+    def _in_worker(self, data: bytes, filename: str) -> ParsedDocument:
+        """A page's file read in a parse worker (rag/ingest/formats/confluence.py)."""
+        try:
+            return parse_bytes(data, filename, caller=self.context.parse_caller)
+        except ParsingStopped:  # the service is stopping: the sync stops, nothing archived
+            raise SourceUnavailable("the sync was stopped before the export was read", transient=True) from None
 
     def _page_item(self, page: _Page, known: set[str]) -> Item:
         token = page.content_hash or page.member.token
@@ -235,30 +161,18 @@ class ConfluenceExport(ExportConnector):
                     label="/".join((*path, original)), skip=skip_reason(original), meta={"member": member.name})
 
     def _render(self, item: Item, data: bytes) -> bytes:
+        """A page: its main content under its title, with links to pages and attachments of the
+        export as their URLs, the export's other relative links as their text (rendered in a worker)."""
         if not item.meta.get("page"):
             return data
-        root = _parse(data)
-        node = main_content(root)
-        self._rewrite(node)
-        body = lxml.html.tostring(node, encoding="unicode")
-        title = escape(item.title or item.id)
-        return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{title}</title></head>'
-                f"<body><main><h1>{title}</h1>{body}</main></body></html>").encode("utf-8")
-
-    def _rewrite(self, node: etree._Element) -> None:
-        """Links to pages and attachments of the export as their URLs; the rest of the export's
-        relative links lose their target and keep their text."""
-        known = {item.id: item for item in self.listing()}
-        for link in node.xpath(".//a[@href]"):
-            href = link.get("href", "")
-            if _EXTERNAL.match(href) or href.startswith("#"):
-                continue
-            key = _target(href)
-            target = known.get(key) if key else None
-            if target is not None and target.url:
-                link.set("href", target.url)
-            else:
-                del link.attrib["href"]
+        known = {listed.id: listed for listed in self.listing()}
+        links = {key: known[key].url for key in self._targets.get(item.id, ()) if key in known and known[key].url}
+        header = json.dumps({"title": item.title or item.id, "links": links}).encode()
+        try:
+            rendered = self._in_worker(header + b"\n" + data, f"{item.id}.confluencepage")
+        except UnreadableFile as exc:
+            raise ItemFailed(str(exc)) from None
+        return rendered.body.encode("utf-8")
 
 
 def _root(export: Export) -> str:

@@ -39,9 +39,8 @@ from rag.sources.exports import (
 )
 
 _RENDERING = "notion-1"  # changes the versions when what `_render` makes of the bytes changes
-# "<Title> <id>" with an optional "_all" (a database's whole table) and suffix; Notion puts one
-# space before the id, an untitled page has none before it.
-_NAMED = re.compile(r"^(?P<title>.*?)\s*(?P<id>[0-9a-fA-F]{32})(?P<all>_all)?(?P<suffix>\.[A-Za-z0-9]{1,8})?$")
+_HEX = frozenset("0123456789abcdefABCDEF")
+_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,8}")
 # [text](target) and ![alt](target), the target bare or in <...>, an optional "title". No run may
 # hold the bracket that opens another link, and every run is bounded: without that, a page of
 # unclosed brackets takes quadratic time (16,000 "[a](" took 45 s), and a page is untrusted input.
@@ -56,12 +55,28 @@ class NotionConfig(ExportConfig):
 
 
 def _named(part: str) -> tuple[str, str, str, bool] | None:
-    """(title, id, suffix, whole table) of a name Notion gave an id, else None."""
-    match = _NAMED.match(part)
-    if match is None:
-        return None
-    title = clean_title(match.group("title"))  # "": a folder named by an id alone, or an untitled page
-    return title, match.group("id").lower(), (match.group("suffix") or "").lower(), bool(match.group("all"))
+    r"""(title, id, suffix, whole table) of a name Notion gave an id, else None: "<Title> <id>" with
+    an optional "_all" (a database's whole table) and suffix (a dot and 1 to 8 letters or digits);
+    Notion puts one space before the id, an untitled page has none before it. One pass from the
+    end, as the expression `^(.*?)\s*([0-9a-fA-F]{32})(_all)?(\.[A-Za-z0-9]{1,8})?$` reads it: that
+    expression, a name of blanks (a folder's name is untrusted), took time growing with the square
+    of its length (16,000 spaces: 2 s, each time the name is read)."""
+    body = part[:-1] if part.endswith("\n") else part  # `$` matched before a final newline too
+    dot = body.rfind(".")
+    ends = [dot] if dot >= 0 and _SUFFIX.fullmatch(body, dot) else []
+    for end in [*ends, len(body)]:  # with the suffix first, then without: the earlier id wins
+        whole = body.endswith("_all", 0, end)
+        start = end - 32 - (4 if whole else 0)
+        if start < 0 or not _HEX.issuperset(body[start:start + 32]):
+            continue
+        title_end = start
+        while title_end > 0 and body[title_end - 1].isspace():
+            title_end -= 1
+        if "\n" in body[:title_end]:
+            return None
+        title = clean_title(body[:title_end])  # "": a folder named by an id alone, or an untitled page
+        return title, body[start:start + 32].lower(), body[end:].lower(), whole
+    return None
 
 
 def _ancestors(folders: tuple[str, ...]) -> list[tuple[str, str]]:

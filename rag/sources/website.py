@@ -33,6 +33,9 @@ A page's links are read in a parse worker (`_page_facts`, rag/ingest/formats/web
 `parse_links`: a streaming read that builds no tree), never in the serving process: at most
 `MAX_LINKS` hrefs of a page come back, of which the first `_MAX_LINKS` distinct ones inside the
 prefix are followed; a page whose links were cut says so in the sync's warnings ("links cut: …").
+A sitemap is read in a parse worker too (`_read_sitemap`, `parse_sitemap`): at most
+`MAX_SITEMAP_LOCS` URLs of each, and no more nested sitemaps are queued than `_MAX_SITEMAPS`
+allows; each cut is one of the listing's warnings (`listing_warnings`).
 
 A page's bytes go to the engine named "<slug>.webpage": the parse worker extracts its main content
 (rag/ingest/formats/webpage.py, trafilatura); a linked file keeps its suffix (Content-Type decides
@@ -56,11 +59,10 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 from urllib.robotparser import RobotFileParser
 
-from lxml import etree
 from pydantic import Field, field_validator, model_validator
 
 from rag.ingest.formats import UnreadableFile, document_suffixes
-from rag.ingest.formats.webpage import MAX_LINKS
+from rag.ingest.formats.webpage import MAX_LINKS, MAX_SITEMAP_LOCS
 from rag.ingest.read import parse_bytes
 from rag.ingest.sandbox import ParsingStopped
 from rag.sources.addresses import narrowed
@@ -257,6 +259,7 @@ class WebsiteConnector(Connector):
         self._kept: dict[str, Fetched] = {}
         self._kept_bytes = 0
         self._failed: dict[str, str] = {}
+        self._warnings: list[tuple[str, str]] = []  # the listing's (a sitemap cut)
         self._listed_states: dict[str, Mapping[str, Any]] = {}
         self._lock = threading.Lock()
         self.previous = self._states()
@@ -345,19 +348,31 @@ class WebsiteConnector(Connector):
     # ----- sitemaps -----
 
     def _sitemap_urls(self) -> list[str]:
+        """The page URLs the sitemap names, at most the listing's budget of them; nested sitemaps
+        (an index's) read breadth first, at most `_MAX_SITEMAPS` in all. What was left out is said
+        in the sync's warnings (`listing_warnings`)."""
         if not self.sitemap:
             return []
+        budget = min(self.cfg.max_pages, self.context.limits.max_items)
         found: list[str] = []
-        queue, read = [self.sitemap], 0
-        while queue and read < _MAX_SITEMAPS and len(found) < self.cfg.max_pages:
+        queue, read, unread = [self.sitemap], 0, 0
+        while queue and len(found) < budget:
             where = queue.pop(0)
             read += 1
             pages, nested = self._read_sitemap(where)
-            found.extend(pages)
-            queue.extend(nested)
+            found.extend(pages[:budget - len(found)])
+            room = _MAX_SITEMAPS - read - len(queue)
+            queue.extend(nested[:room])
+            unread += max(0, len(nested) - room)
+        if unread:
+            self._warnings.append((self.sitemap, f"sitemaps cut: {unread:,} nested sitemaps were not read "
+                                                 f"(at most {_MAX_SITEMAPS} a listing)"))
         return found
 
     def _read_sitemap(self, url: str) -> tuple[list[str], list[str]]:
+        """A sitemap's page URLs and nested sitemaps, read in a parse worker (rag/ingest/formats/
+        webpage.py `parse_sitemap`, a streaming read that builds no tree): the serving process gets
+        back at most MAX_SITEMAP_LOCS URLs, never the sitemap's tree (issue 49)."""
         try:
             answer = self.http.get(url)
         except FetchFailed as exc:
@@ -367,15 +382,20 @@ class WebsiteConnector(Connector):
         body = answer.body
         if body[:2] == b"\x1f\x8b":
             body = self._gunzip(body, url)
-        parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
         try:
-            root = etree.fromstring(body, parser)
-        except (etree.LxmlError, ValueError):
+            found = parse_bytes(body, "sitemap.sitemap", caller=self.context.parse_caller)
+        except UnreadableFile:
             raise SourceUnavailable(f"the sitemap {url} is not a readable sitemap") from None
-        locs = [" ".join(t.split()) for t in root.xpath("//*[local-name()='loc']/text()")]
-        if etree.QName(root).localname == "sitemapindex":
-            return [], [u for u in (normalize(x) for x in locs) if u]
-        return [u for u in (normalize(x) for x in locs) if u], []
+        except ParsingStopped:  # the service is stopping: the listing stops, nothing archived
+            raise SourceUnavailable("the sync was stopped before the site was listed", transient=True) from None
+        del body
+        if found.metadata.get("cut"):
+            self._warnings.append((url, f"sitemap cut: only its first {MAX_SITEMAP_LOCS:,} URLs were read"))
+        urls = [u for u in (normalize(x) for x in found.body.split("\n") if x) if u]
+        return ([], urls) if found.metadata.get("index") else (urls, [])
+
+    def listing_warnings(self) -> list[tuple[str, str]]:
+        return list(self._warnings)
 
     def _gunzip(self, body: bytes, url: str) -> bytes:
         limit = self.context.limits.max_bytes

@@ -91,6 +91,11 @@ def test_office_files_become_documents_with_their_originals(api, path, media_typ
     ("bad-encrypted.pdf", (OFFICE / "pdf" / "bad-encrypted.pdf").read_bytes(), "bad-encrypted.pdf: "),
     ("program.exe", b"MZ\x90\x00", "program.exe: an unsupported file type (.exe)"),
     ("latin1.md", "# Caf\u00e9\n".encode("latin-1"), "latin1.md: not UTF-8 text"),
+    # A connector's internal suffixes: their parsers' bodies are a page's raw HTML or its links, no document.
+    ("page.confluencepage", b'{"title": "t", "links": {}}\n<div id="main-content"><script>alert(1)</script></div>',
+     "page.confluencepage: an unsupported file type (.confluencepage)"),
+    ("links.weblinks", b'<a href="<img src=x onerror=alert(1)>">x</a>', "links.weblinks: an unsupported file type"),
+    ("map.sitemap", b"<urlset><url><loc>https://example.org/</loc></url></urlset>", "map.sitemap: an unsupported"),
 ])
 def test_an_unreadable_file_is_refused_with_nothing_written(api, filename, data, message):
     before = stored(api.svc)

@@ -50,15 +50,20 @@ BINARY_PARSERS: dict[str, str] = {
     ".pdf": "rag.ingest.formats.pdf:parse_pdf", ".html": "rag.ingest.formats.html:parse_html",
     ".htm": "rag.ingest.formats.html:parse_html", ".docx": "rag.ingest.formats.docx:parse_docx",
     ".webpage": "rag.ingest.formats.webpage:parse_webpage", ".weblinks": "rag.ingest.formats.webpage:parse_links",
+    ".sitemap": "rag.ingest.formats.webpage:parse_sitemap",
+    ".confluence": "rag.ingest.formats.confluence:parse_page_facts",
+    ".confluencepage": "rag.ingest.formats.confluence:render_page",
     ".eml": "rag.ingest.formats.mail:parse_eml", ".mbox": "rag.ingest.formats.mail:parse_mbox",
     ".epub": "rag.ingest.formats.epub:parse_epub", ".ipynb": "rag.ingest.formats.notebook:parse_notebook",
     ".pptx": "rag.ingest.formats.pptx:parse_pptx", ".xlsx": "rag.ingest.formats.spreadsheet:parse_xlsx",
     ".csv": "rag.ingest.formats.spreadsheet:parse_csv", ".tsv": "rag.ingest.formats.spreadsheet:parse_tsv",
 }
 # Suffixes no file on disk has: a connector names its bytes so to choose a parser (".webpage": a
-# crawled page's main content, ".weblinks": its links for the crawl, both rag/ingest/formats/webpage.py).
+# crawled page's main content, ".weblinks": its links for the crawl, ".sitemap": a sitemap's URLs, all
+# rag/ingest/formats/webpage.py; ".confluence", ".confluencepage": a Confluence export's page, what the
+# listing needs of it and its rendering, rag/ingest/formats/confluence.py).
 # Parsed like the others, never picked up by a folder walk.
-INTERNAL_SUFFIXES = {".webpage", ".weblinks"}
+INTERNAL_SUFFIXES = {".webpage", ".weblinks", ".sitemap", ".confluence", ".confluencepage"}
 
 
 def binary_parser(suffix: str) -> Callable[[bytes, str], ParsedDocument] | None:

@@ -230,3 +230,78 @@ def parse_links(data: bytes, fallback_title: str) -> ParsedDocument:
         pass  # what was read before the error stands: links are a crawl's hints
     return ParsedDocument(title=fallback_title, body="\n".join(target.hrefs),
                           metadata={"base": target.base, "robots": target.robots.lower(), "cut": target.full})
+
+
+# ----- a sitemap's URLs, for the website connector's listing -----
+
+MAX_SITEMAP_LOCS = 50_000  # URLs one sitemap gives the crawl: the sitemap protocol's own limit of a file
+MAX_SITEMAP_CHARS = 4_000_000  # characters of them all
+_MAX_LOC_CHARS = 4_096  # of one URL; a longer `<loc>` is no URL a crawl follows and is left out
+
+
+class _SitemapTarget:
+    """lxml parser target: a sitemap's `<loc>` texts and whether its root is a `<sitemapindex>`,
+    gathered as the parser reads, with no tree built."""
+
+    def __init__(self) -> None:
+        self.locs: list[str] = []
+        self.chars = 0
+        self.root: str | None = None
+        self.text: list[str] | None = None  # the `<loc>` being read
+        self.text_chars = 0
+        self.full = False
+
+    def start(self, tag: str, attrib) -> None:
+        name = tag.rpartition("}")[2]
+        if self.root is None:
+            self.root = name
+        if name == "loc":
+            self.text, self.text_chars = [], 0
+
+    def data(self, data: str) -> None:
+        if self.text is not None and self.text_chars <= _MAX_LOC_CHARS:
+            self.text.append(data)
+            self.text_chars += len(data)
+
+    def end(self, tag: str) -> None:
+        if self.text is None or tag.rpartition("}")[2] != "loc":
+            return
+        loc = " ".join("".join(self.text).split()) if self.text_chars <= _MAX_LOC_CHARS else ""
+        self.text = None
+        if not loc:
+            return
+        if len(self.locs) >= MAX_SITEMAP_LOCS or self.chars + len(loc) > MAX_SITEMAP_CHARS:
+            self.full = True
+            return
+        self.locs.append(loc)
+        self.chars += len(loc) + 1
+
+    def close(self) -> None:
+        return None
+
+
+def parse_sitemap(data: bytes, fallback_title: str) -> ParsedDocument:
+    """A sitemap's URLs for the crawl (the internal suffix ".sitemap"): the text of each `<loc>`,
+    blanks collapsed, one a line of the body, in the sitemap's order; `metadata["index"]`, True when
+    its root is a `<sitemapindex>` (the URLs are sitemaps); `metadata["cut"]`, True when it had more
+    than MAX_SITEMAP_LOCS URLs or MAX_SITEMAP_CHARS characters of them and the rest were not read.
+    lxml reads it as a stream into a target that keeps nothing else (no DTD, no entities, no
+    network), so a sitemap of millions of URLs costs this worker CPU time, not a tree (issue 49:
+    built in the serving process, a 20 MiB sitemap's tree took hundreds of MiB). Raises
+    UnreadableFile when it is not well-formed XML before the cut."""
+    if len(data) > MAX_BYTES:
+        raise UnreadableFile("a sitemap larger than this service reads")
+    target = _SitemapTarget()
+    parser = etree.XMLParser(target=target, resolve_entities=False, no_network=True, load_dtd=False,
+                             huge_tree=False)
+    try:
+        for start in range(0, len(data), _FEED_CHARS):
+            parser.feed(data[start:start + _FEED_CHARS])
+            if target.full:
+                break
+        else:
+            parser.close()
+    except (etree.LxmlError, ValueError):
+        raise UnreadableFile("not a readable sitemap") from None
+    return ParsedDocument(title=fallback_title, body="\n".join(target.locs),
+                          metadata={"index": target.root == "sitemapindex", "cut": target.full})

@@ -23,7 +23,7 @@ from urllib.parse import quote
 from sqlalchemy.orm import Session
 
 from rag.errors import InvalidArgument, NotFound, RagError
-from rag.ingest.formats import BINARY_PARSERS, UnreadableFile
+from rag.ingest.formats import BINARY_PARSERS, INTERNAL_SUFFIXES, UnreadableFile
 from rag.ingest.formats import FileTooComplex as FileTooComplexToParse
 from rag.ingest.layout import layout_json
 from rag.ingest.parse import ParsedDocument
@@ -231,10 +231,13 @@ class Originals:
         return made
 
     def check_upload(self, principal: Principal, filename: str, data: bytes) -> str:
-        """What upload_document refuses before it reads the file (the role, the name, the size):
-        the file's name as kept."""
+        """What upload_document refuses before it reads the file (the role, the name, an internal
+        suffix of rag/ingest/formats, the size): the file's name as kept."""
         self.access.writer(principal)
         filename = filename_arg(filename)
+        suffix = PurePosixPath(filename).suffix.lower()
+        if suffix in INTERNAL_SUFFIXES:  # a connector's name for its bytes (a sitemap, a page's links): no document
+            raise InvalidArgument(f"{filename}: an unsupported file type ({suffix})")
         limit = self.settings.upload_max_bytes
         if len(data) > limit:
             raise FileTooLarge(too_large_message(limit))

@@ -214,6 +214,7 @@ class SyncEngine:
             if len(items) % 100 == 0:
                 progress("listing", len(items), 0)
         progress("listing", len(items), len(items))
+        report.warnings.extend(connector.listing_warnings())
         return items
 
     def _stored(self, target: Target) -> dict[str, tuple[str, str | None, bool, str, str | None, str | None]]:
