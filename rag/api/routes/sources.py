@@ -59,7 +59,7 @@ class SourceState(BaseModel):
         None, description="The kind's settings (shown to admins with access all only: they name paths, URLs, accounts).")
     every_seconds: int | None
     paused: bool
-    status: str = Field(description="idle or running.")
+    status: str = Field(description="idle, running, or stale (marked running by a sync whose process is gone; the next sync takes it at once).")
     items: int = Field(description="Items the last syncs stored.")
     last_sync: LastSync
     next_run_at: str | None
