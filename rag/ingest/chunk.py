@@ -21,7 +21,6 @@ from rag.ingest.layout import Layout
 from rag.synthesize.markup import clean_heading
 
 
-
 def _heading(text: str) -> tuple[int, str] | None:
     """(level, text) of the ATX heading `text` opens with, its closing `#`s and trailing blanks left
     out; None when its first line is no heading. String operations over the first line: a regular
