@@ -19,6 +19,8 @@ from typing import Annotated, Any, ClassVar, Iterable, Mapping
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from rag.ingest.parse import ParsedDocument
+from rag.ingest.read import parse_bytes
+from rag.ingest.sandbox import ParsingStopped
 from rag.sources.addresses import check_allow_hosts
 
 
@@ -114,6 +116,17 @@ class SourceUnavailable(Exception):
     def __init__(self, message: str, transient: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
+
+
+def parse_in_worker(data: bytes, filename: str, caller: str, stopped: str) -> ParsedDocument:
+    """A connector's own reading of untrusted bytes (a page's links, a sitemap, an export's page) by
+    an internal suffix, in a parse worker under its bounds, as the sync's `caller` (its fair share,
+    SyncContext.parse_caller). UnreadableFile passes through; the service stopping ends the sync as
+    a retryable SourceUnavailable saying `stopped`, so nothing is archived."""
+    try:
+        return parse_bytes(data, filename, caller=caller)
+    except ParsingStopped:
+        raise SourceUnavailable(stopped, transient=True) from None
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,7 @@ from urllib.parse import quote
 from rag.ingest.formats import UnreadableFile
 from rag.ingest.formats.confluence import ATTACHMENT, PAGE
 from rag.ingest.parse import ParsedDocument
-from rag.ingest.read import parse_bytes
-from rag.ingest.sandbox import ParsingStopped
-from rag.sources.base import Item, ItemFailed, SourceConfig, SourceUnavailable, SyncContext
+from rag.sources.base import Item, ItemFailed, SourceConfig, SyncContext, parse_in_worker
 from rag.sources.exports import Export, ExportConnector, Member, clean_title, folder_name, skip_reason, version_of
 
 _RENDERING = "confluence-1"
@@ -133,10 +131,8 @@ class ConfluenceExport(ExportConnector):
 
     def _in_worker(self, data: bytes, filename: str) -> ParsedDocument:
         """A page's file read in a parse worker (rag/ingest/formats/confluence.py)."""
-        try:
-            return parse_bytes(data, filename, caller=self.context.parse_caller)
-        except ParsingStopped:  # the service is stopping: the sync stops, nothing archived
-            raise SourceUnavailable("the sync was stopped before the export was read", transient=True) from None
+        return parse_in_worker(data, filename, self.context.parse_caller,
+                               "the sync was stopped before the export was read")
 
     def _page_item(self, page: _Page, known: set[str]) -> Item:
         token = page.content_hash or page.member.token

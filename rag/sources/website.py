@@ -63,15 +63,23 @@ from pydantic import Field, field_validator, model_validator
 
 from rag.ingest.formats import UnreadableFile, document_suffixes
 from rag.ingest.formats.webpage import MAX_LINKS, MAX_SITEMAP_LOCS
-from rag.ingest.read import parse_bytes
-from rag.ingest.sandbox import ParsingStopped
 from rag.sources.addresses import narrowed
-from rag.sources.base import Connector, Fetched, Item, ItemFailed, NotModified, SourceConfig, SourceUnavailable
+from rag.sources.base import (
+    Connector,
+    Fetched,
+    Item,
+    ItemFailed,
+    NotModified,
+    SourceConfig,
+    SourceUnavailable,
+    parse_in_worker,
+)
 from rag.sources.http import Bounds, FetchFailed, HttpFetcher, Response
 
 _KEEP_BYTES = 64 * 1024 * 1024  # bodies the listing keeps for `fetch`, all together
 _MAX_SITEMAPS = 50
 _MAX_LINKS = 1000  # links of one page the listing keeps (inside the prefix only)
+_STOPPED = "the sync was stopped before the site was listed"  # the service stopped while a worker read for it
 _ROBOTS_BYTES = 512 * 1024  # RFC 9309 asks crawlers to read at least 500 KiB
 _PAGE_TYPES = {"text/html", "application/xhtml+xml"}
 _PAGE_SUFFIXES = {"", ".html", ".htm", ".xhtml", ".shtml", ".php", ".asp", ".aspx", ".jsp"}
@@ -215,11 +223,9 @@ def _page_facts(body: bytes, url: str, caller: str = "") -> _Facts:
     links took it to 2.9 GB). Its title is the parser's (trafilatura's reading of `<title>`,
     `og:title` and the first heading, without the site's name)."""
     try:
-        found = parse_bytes(body, "page.weblinks", caller=caller)
+        found = parse_in_worker(body, "page.weblinks", caller, _STOPPED)
     except UnreadableFile as exc:  # a page no worker can read for links: listed, its links not followed
         return _Facts([], cut=f"its links were not read ({exc})")
-    except ParsingStopped:  # the service is stopping: the listing stops, nothing archived
-        raise SourceUnavailable("the sync was stopped before the site was listed", transient=True) from None
     robots = str(found.metadata.get("robots") or "")
     base = found.metadata.get("base")
     base_url = urljoin(url, base) if isinstance(base, str) and base else url
@@ -383,11 +389,9 @@ class WebsiteConnector(Connector):
         if body[:2] == b"\x1f\x8b":
             body = self._gunzip(body, url)
         try:
-            found = parse_bytes(body, "sitemap.sitemap", caller=self.context.parse_caller)
+            found = parse_in_worker(body, "sitemap.sitemap", self.context.parse_caller, _STOPPED)
         except UnreadableFile:
             raise SourceUnavailable(f"the sitemap {url} is not a readable sitemap") from None
-        except ParsingStopped:  # the service is stopping: the listing stops, nothing archived
-            raise SourceUnavailable("the sync was stopped before the site was listed", transient=True) from None
         del body
         if found.metadata.get("cut"):
             self._warnings.append((url, f"sitemap cut: only its first {MAX_SITEMAP_LOCS:,} URLs were read"))
